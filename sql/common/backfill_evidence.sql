@@ -1,0 +1,38 @@
+{#- Backfill, one batch: for each member the batch covers (subjects.sql), the watermark it
+    already has and every evidence value of the mapping, best first (semantics.md "Backfill:
+    where each last_read_id comes from"). Read inside the batch's REPEATABLE READ snapshot;
+    tidemark takes the first non-NULL value and writes it with upsert_watermarks.sql.
+      position   : the highest read position (a column, or the maximum over receipts)
+      timestamp  : the highest position created at or before the latest "read at" time,
+                   0 when nothing existed yet
+      counter    : the stored counter k; k <= 0 means read up to max_pos, the conversation's
+                   highest position; 0 < k is resolved by backfill_counter_rank.sql
+      own_message: the member's own newest message (a lower bound) -#}
+{% import "macros.sql" as m %}
+SELECT tm_s.conv AS conv, tm_s.usr AS usr,
+       CAST(tm_w.last_read_id AS {{ int }}) AS existing,
+{% for e in evidence %}
+{% if e.kind == "position" %}
+       (SELECT CAST(MAX(tm_e.{{ e.column }}) AS {{ int }}) FROM {{ e.table }} tm_e
+         WHERE tm_e.{{ e.conv }} = tm_s.conv AND tm_e.{{ e.user }} = tm_s.usr) AS ev{{ loop.index }},
+{% elif e.kind == "timestamp" %}
+       CASE WHEN (SELECT MAX(tm_e.{{ e.column }}) FROM {{ e.table }} tm_e
+                   WHERE tm_e.{{ e.conv }} = tm_s.conv AND tm_e.{{ e.user }} = tm_s.usr) IS NULL THEN NULL
+            ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
+                   WHERE tm_m.{{ msg.conv }} = tm_s.conv
+                     AND tm_m.{{ msg.created_at }} <= (SELECT MAX(tm_e.{{ e.column }}) FROM {{ e.table }} tm_e
+                                                 WHERE tm_e.{{ e.conv }} = tm_s.conv AND tm_e.{{ e.user }} = tm_s.usr))
+       END AS ev{{ loop.index }},
+{% elif e.kind == "counter" %}
+       (SELECT CAST(MAX(tm_k.{{ ctr.column }}) AS {{ int }}) FROM {{ ctr.table }} tm_k
+         WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS ev{{ loop.index }},
+{% elif e.kind == "own_message" %}
+       (SELECT CAST(MAX(tm_m.{{ msg.id }}) AS {{ int }}) FROM {{ msg.table }} tm_m
+         WHERE tm_m.{{ msg.conv }} = tm_s.conv AND tm_m.{{ msg.sender }} = tm_s.usr) AS ev{{ loop.index }},
+{% endif %}
+{% endfor %}
+       (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
+         WHERE tm_m.{{ msg.conv }} = tm_s.conv) AS max_pos
+FROM ({% include "subjects.sql" %}) tm_s
+LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_s.conv AND tm_w.user_id = tm_s.usr
+ORDER BY tm_s.conv, tm_s.usr

@@ -1,0 +1,16 @@
+{#- Shared fragments for the stage SQL. Every argument is passed in: imported macros do not see
+    the caller's variables. -#}
+
+{#- A batch's conversation range: lo exclusive, hi inclusive (bind placeholders). -#}
+{% macro range(col, r) %}{% if r.lo %} AND {{ col }} > {{ r.lo }}{% endif %}{% if r.hi %} AND {{ col }} <= {{ r.hi }}{% endif %}{% endmacro %}
+
+{#- A value clamped to cap+1 (seed 000 §5: "99+"); unchanged without a cap. -#}
+{% macro clamp(x, cap) %}{% if cap is not none %}CASE WHEN {{ x }} > {{ cap + 1 }} THEN {{ cap + 1 }} ELSE {{ x }} END{% else %}{{ x }}{% endif %}{% endmacro %}
+
+{#- COUNT(*) of `from_where` ("FROM t alias WHERE …"). With a cap, counting stops at cap+1:
+    a probe for the (cap+1)-th row (LIMIT 1 OFFSET cap, an index range scan of at most cap+1
+    rows) answers cap+1, and only a shorter range is counted in full. -#}
+{% macro count(from_where, cap) %}{% if cap is not none %}CASE WHEN (SELECT 1 {{ from_where }} LIMIT 1 OFFSET {{ cap }}) IS NOT NULL THEN {{ cap + 1 }} ELSE (SELECT COUNT(*) {{ from_where }}) END{% else %}(SELECT COUNT(*) {{ from_where }}){% endif %}{% endmacro %}
+
+{#- A predicate of the mapping, or TRUE when none is given. -#}
+{% macro pred(p) %}{% if p %}({{ p }}){% else %}1 = 1{% endif %}{% endmacro %}

@@ -1,0 +1,390 @@
+//! The command line (clap derive): every command, its options, and how each outcome is printed
+//! and turned into an exit code (`shared/spec/interface.md`).
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+use crate::db::Dsn;
+use crate::error::{EXIT_DRIFT, EXIT_OK};
+use crate::mapping::Mapping;
+use crate::stages::{audit, backfill, expand, status};
+
+/// Move a live chat database from unread counters to read watermarks, in stages:
+/// expand, backfill, audit (and later contract).
+#[derive(Debug, Parser)]
+#[command(name = "tidemark", version, about, long_about = None)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a small legacy chat database with every fault of the seed articles (SQLite, in
+    /// the current folder) and run the whole pipeline on it.
+    Demo(DemoArgs),
+    /// Apply the versioned migrations: the watermark table and tidemark's ledger (DDL only).
+    Expand(ExpandArgs),
+    /// Fill each member's last_read_id from the best evidence, in batches, forward-only.
+    Backfill(BackfillArgs),
+    /// Recompute unread from watermarks, compare with the stored counters, write the CSV
+    /// drift report. Exit 1 when drift is above tolerance.
+    Audit(AuditArgs),
+    /// Show applied migrations, watermarks and the last audits. Reads only.
+    Status(Common),
+}
+
+/// Options every database command takes.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Database URL: postgres://, mysql:// / mariadb://, or sqlite:PATH.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+    pub database: Option<String>,
+    /// The mapping file.
+    #[arg(long, default_value = "tidemark.toml", value_name = "FILE")]
+    pub mapping: PathBuf,
+}
+
+/// `demo` options.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo database (recreated on every run).
+    #[arg(long, default_value = "tidemark-demo.db", value_name = "FILE")]
+    pub path: PathBuf,
+}
+
+/// `expand` options.
+#[derive(Debug, Args)]
+pub struct ExpandArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Print the DDL of the pending migrations and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `backfill` options.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Members per batch (whole conversations; a batch never splits one).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// Compute what would be written and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Output format of `audit`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    /// A summary for people.
+    Text,
+    /// The summary as one JSON object on stdout.
+    Json,
+}
+
+/// `audit` options.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Where to write the CSV drift report.
+    #[arg(long, default_value = "tidemark-drift.csv", value_name = "FILE")]
+    pub report: PathBuf,
+    /// Compare counts as "N+": counting stops at N+1 and both sides are clamped to N+1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub cap: Option<i64>,
+    /// Rows per batch (counter rows, or messages for per_message).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// Tolerance: drifting rows allowed.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_drift_rows: u64,
+    /// Tolerance: drifting rows / rows checked allowed (0 to 1).
+    #[arg(long, default_value_t = 0.0, value_name = "R", value_parser = parse_ratio)]
+    pub max_drift_ratio: f64,
+    /// Tolerance: largest |drift| allowed.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub max_abs_drift: i64,
+    /// Write nothing to the database (runs with SELECT privileges only).
+    #[arg(long)]
+    pub no_ledger: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=1.0).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("{r} is outside 0..=1"))
+    }
+}
+
+impl Common {
+    /// The DSN and the mapping, in that order of checks (both are bad input when wrong).
+    pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
+        let dsn = Dsn::parse(self.database.as_deref().unwrap_or_default())?;
+        let mapping = Mapping::load(&self.mapping)?;
+        Ok((dsn, mapping))
+    }
+}
+
+/// Runs a parsed command line and returns the exit code.
+pub async fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Demo(args) => crate::demo::run(&args.path).await,
+        Command::Expand(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let report = expand::run(&mut conn, &mapping, dsn.dialect, args.dry_run).await?;
+            print_expand(&report, &dsn);
+            Ok(EXIT_OK)
+        }
+        Command::Backfill(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let opts = backfill::BackfillOptions {
+                batch_size: args.batch_size,
+                dry_run: args.dry_run,
+                quiet: args.quiet,
+            };
+            let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+            print_backfill(&summary, args.dry_run);
+            Ok(EXIT_OK)
+        }
+        Command::Audit(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let opts = audit::AuditOptions {
+                cap: args.cap,
+                report: args.report.clone(),
+                batch_size: args.batch_size,
+                ledger: !args.no_ledger,
+                max_drift_rows: args.max_drift_rows,
+                max_drift_ratio: args.max_drift_ratio,
+                max_abs_drift: args.max_abs_drift,
+                quiet: args.quiet || args.format == Format::Json,
+            };
+            let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+            match args.format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&outcome.summary)?),
+                Format::Text => print_audit(&outcome.summary),
+            }
+            Ok(if outcome.summary.passed {
+                EXIT_OK
+            } else {
+                EXIT_DRIFT
+            })
+        }
+        Command::Status(common) => {
+            let (dsn, mapping) = common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let s = status::run(&mut conn, &mapping, dsn.dialect).await?;
+            print_status(&s, &dsn, &mapping);
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+/// Prints what expand did.
+pub fn print_expand(r: &expand::ExpandReport, dsn: &Dsn) {
+    println!("expand on {dsn}");
+    for name in &r.already_applied {
+        println!("  already applied: {name}");
+    }
+    if r.pending.is_empty() {
+        println!("  nothing to apply: the schema is up to date");
+        return;
+    }
+    for (name, sql) in &r.pending {
+        if r.dry_run {
+            println!("  would apply {name}:\n{}", indent(sql, "    "));
+        } else {
+            println!("  applied {name}");
+        }
+    }
+    if r.dry_run {
+        println!("  dry run: nothing was changed");
+    }
+}
+
+/// Prints a backfill summary.
+pub fn print_backfill(s: &backfill::BackfillSummary, dry_run: bool) {
+    let verb = if dry_run { "would write" } else { "wrote" };
+    println!(
+        "backfill: {} members in {} batches; {verb} {} watermarks ({} new, {} advanced, {} already at or past the evidence)",
+        s.members,
+        s.batches,
+        s.written + s.advanced + s.unchanged,
+        s.written,
+        s.advanced,
+        s.unchanged
+    );
+    for (source, n) in &s.by_source {
+        println!("  from {source:<12} {n}");
+    }
+    if s.no_evidence > 0 {
+        println!(
+            "  no evidence for {} members: no watermark written (unread counts everything)",
+            s.no_evidence
+        );
+    }
+    if s.unrepresentable_counters > 0 {
+        println!(
+            "  {} counters no watermark can represent (negative, or more than the countable messages): the audit reports them",
+            s.unrepresentable_counters
+        );
+    }
+    if dry_run {
+        println!("  dry run: nothing was written");
+    }
+}
+
+/// Prints an audit summary for people.
+pub fn print_audit(s: &audit::AuditSummary) {
+    let cap = s
+        .cap
+        .map(|c| format!(", capped at {c}+"))
+        .unwrap_or_default();
+    println!(
+        "audit ({}{cap}): {} rows checked, {} drifting; sum |drift| {}, largest |drift| {}",
+        s.shape, s.rows_checked, s.drifting_rows, s.sum_abs_drift, s.max_abs_drift
+    );
+    if s.drifting_rows > 0 {
+        println!(
+            "  {:<22} {:>8}  examples (conversation/subject: stored -> recomputed)",
+            "class", "rows"
+        );
+        for class in crate::drift::DriftClass::ALL {
+            let n = s.by_class.get(class.as_str()).copied().unwrap_or(0);
+            if n == 0 {
+                continue;
+            }
+            let examples = s
+                .examples
+                .get(class.as_str())
+                .map(|ex| {
+                    ex.iter()
+                        .map(|e| {
+                            format!(
+                                "{}/{}: {} -> {}",
+                                e.conversation,
+                                e.subject,
+                                e.stored
+                                    .map(|v| v.to_string())
+                                    .unwrap_or_else(|| "NULL".into()),
+                                e.recomputed
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default();
+            println!("  {:<22} {:>8}  {examples}", class.as_str(), n);
+        }
+    }
+    println!("  report: {} (sha256 {})", s.report, s.report_sha256);
+    if s.passed {
+        println!("  PASS: drift within tolerance");
+    } else {
+        for c in &s.crossed {
+            println!("  FAIL: {c}");
+        }
+    }
+}
+
+/// Prints `status`.
+pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
+    println!("status of {dsn} (mapping {})", &mapping.fingerprint[..12]);
+    if s.migrations.is_empty() {
+        println!("  expand:    not run (no migrations applied)");
+    } else {
+        println!("  expand:    applied {}", s.migrations.join(", "));
+    }
+    match s.watermarks {
+        Some(n) => println!("  watermarks: {n} rows in {}", mapping.watermarks.table),
+        None => println!(
+            "  watermarks: table {} does not exist",
+            mapping.watermarks.table
+        ),
+    }
+    match &s.last_backfill {
+        Some(b) => println!(
+            "  backfill:  run #{} {} at {}",
+            b.id,
+            b.status,
+            when(b.started_ms)
+        ),
+        None => println!("  backfill:  never run"),
+    }
+    if s.audits.is_empty() {
+        println!("  audit:     never run");
+        return;
+    }
+    println!("  last audits:");
+    println!(
+        "    {:>5}  {:<20}  {:<6}  {:>10}  {:>9}  same mapping",
+        "run", "started (UTC)", "result", "checked", "drifting"
+    );
+    for a in &s.audits {
+        let summary: serde_json::Value = a
+            .summary
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        let result = match (a.status.as_str(), a.passed) {
+            ("done", Some(1)) => "pass",
+            ("done", Some(_)) => "fail",
+            (other, _) => other,
+        };
+        println!(
+            "    {:>5}  {:<20}  {:<6}  {:>10}  {:>9}  {}",
+            a.id,
+            when(a.started_ms),
+            result,
+            summary["rows_checked"]
+                .as_u64()
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            summary["drifting_rows"]
+                .as_u64()
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            if a.fingerprint == mapping.fingerprint {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+    }
+}
+
+fn when(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace('T', " ")
+        .trim_end_matches('Z')
+        .to_string()
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

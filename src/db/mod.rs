@@ -1,0 +1,222 @@
+//! Connections: which dialect a DSN names, how it is shown without its password, and how
+//! tidemark connects (one sqlx `AnyConnection` per command, no pool: every stage is a single
+//! sequential writer).
+
+use anyhow::{Context, Result};
+use sqlx::any::AnyConnectOptions;
+use sqlx::{AnyConnection, ConnectOptions, Connection};
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::dialect::Dialect;
+use crate::error::input_error;
+
+/// A database URL (DSN) with its dialect. `Display` shows it with the password replaced by
+/// `***`; the raw text is only handed to the driver.
+#[derive(Clone)]
+pub struct Dsn {
+    raw: String,
+    /// The dialect named by the URL scheme.
+    pub dialect: Dialect,
+}
+
+impl Dsn {
+    /// Parses `postgres://`/`postgresql://`, `mysql://`/`mariadb://` and `sqlite:` URLs.
+    ///
+    /// Errors (exit 2): an empty URL or an unknown scheme, named without the password.
+    pub fn parse(raw: &str) -> Result<Dsn> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(input_error(
+                "no database given: pass --database URL or set DATABASE_URL",
+            ));
+        }
+        let scheme = raw
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let (dialect, raw) = match scheme.as_str() {
+            "postgres" | "postgresql" => (Dialect::Postgres, raw.to_string()),
+            "mysql" => (Dialect::Mysql, raw.to_string()),
+            // sqlx knows MariaDB by the mysql scheme; the wire protocol is the same.
+            "mariadb" => (Dialect::Mysql, format!("mysql{}", &raw["mariadb".len()..])),
+            "sqlite" => (Dialect::Sqlite, raw.to_string()),
+            _ => {
+                return Err(input_error(format!(
+                    "database URL {} has an unknown scheme {scheme:?}: use postgres://, mysql://, mariadb:// or sqlite:",
+                    redact(raw)
+                )))
+            }
+        };
+        Ok(Dsn { raw, dialect })
+    }
+
+    /// A SQLite DSN for a file path, created when missing (used by `demo`).
+    pub fn sqlite_file(path: &std::path::Path, create: bool) -> Dsn {
+        let mode = if create { "?mode=rwc" } else { "" };
+        Dsn {
+            raw: format!("sqlite:{}{mode}", path.display()),
+            dialect: Dialect::Sqlite,
+        }
+    }
+
+    /// The URL as given to the driver. Never print it: use `Display`.
+    pub fn expose(&self) -> &str {
+        &self.raw
+    }
+
+    /// Opens one connection with a 10 s connect timeout.
+    ///
+    /// Errors (exit 3): the server refuses or does not answer, the credentials are wrong, the
+    /// database does not exist. The message names the DSN with its password redacted, and any
+    /// occurrence of the password in the driver's own text is masked too.
+    pub async fn connect(&self) -> Result<AnyConnection> {
+        sqlx::any::install_default_drivers();
+        let options = AnyConnectOptions::from_str(&self.raw)
+            .map_err(|e| {
+                input_error(format!(
+                    "cannot parse database URL {self}: {}",
+                    self.scrub(&e.to_string())
+                ))
+            })?
+            .disable_statement_logging();
+        let connect = AnyConnection::connect_with(&options);
+        let conn = tokio::time::timeout(Duration::from_secs(10), connect)
+            .await
+            .map_err(|_| anyhow::anyhow!("cannot connect to {self}: no answer within 10 s"))?
+            .map_err(|e| {
+                anyhow::anyhow!("cannot connect to {self}: {}", self.scrub(&e.to_string()))
+            })?;
+        Ok(conn)
+    }
+
+    /// Masks the password wherever it appears in `text` (driver errors sometimes echo it).
+    pub fn scrub(&self, text: &str) -> String {
+        match password(&self.raw) {
+            Some(p) if !p.is_empty() => text.replace(&p, "***"),
+            _ => text.to_string(),
+        }
+    }
+
+    /// The database name in the URL path (`test` in `postgres://h/test`), if any.
+    pub fn database_name(&self) -> Option<String> {
+        let url = url::Url::parse(&self.raw).ok()?;
+        let name = url.path().trim_start_matches('/');
+        (!name.is_empty()).then(|| name.to_string())
+    }
+
+    /// The same server with another database in the path (tests create one database each).
+    pub fn with_database(&self, name: &str) -> Result<Dsn> {
+        let mut url = url::Url::parse(&self.raw).with_context(|| format!("bad URL {self}"))?;
+        url.set_path(&format!("/{name}"));
+        Ok(Dsn {
+            raw: url.to_string(),
+            dialect: self.dialect,
+        })
+    }
+}
+
+impl std::fmt::Display for Dsn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact(&self.raw))
+    }
+}
+
+impl std::fmt::Debug for Dsn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Dsn({self})")
+    }
+}
+
+fn password(raw: &str) -> Option<String> {
+    let url = url::Url::parse(raw).ok()?;
+    url.password().map(percent_decode)
+}
+
+fn percent_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("p={text}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| text.to_string())
+}
+
+/// A URL with its password (and any `password=` query parameter) replaced by `***`.
+///
+/// Text that does not parse as a URL is returned up to its first `@` only, so a malformed DSN
+/// with credentials still never reaches a log.
+pub fn redact(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut url) if !url.cannot_be_a_base() => {
+            if url.password().is_some() {
+                let _ = url.set_password(Some("***"));
+            }
+            let pairs: Vec<(String, String)> = url
+                .query_pairs()
+                .map(|(k, v)| {
+                    let secret =
+                        k.eq_ignore_ascii_case("password") || k.eq_ignore_ascii_case("pass");
+                    (
+                        k.into_owned(),
+                        if secret {
+                            "***".to_string()
+                        } else {
+                            v.into_owned()
+                        },
+                    )
+                })
+                .collect();
+            if !pairs.is_empty() {
+                url.query_pairs_mut().clear().extend_pairs(pairs);
+            }
+            url.to_string()
+        }
+        _ => match raw.rfind('@') {
+            Some(at) => format!("***@{}", &raw[at + 1..]),
+            None => raw.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_password_in_user_info_and_query() {
+        assert_eq!(
+            redact("postgres://alice:s3cret@db.example:5432/chat"),
+            "postgres://alice:***@db.example:5432/chat"
+        );
+        assert_eq!(
+            redact("mysql://root@127.0.0.1/test?password=hunter2&ssl-mode=disabled"),
+            "mysql://root@127.0.0.1/test?password=***&ssl-mode=disabled"
+        );
+        assert_eq!(redact("sqlite:demo.db"), "sqlite:demo.db");
+        assert_eq!(redact("garbage:pw@host"), "***@host");
+        assert_eq!(redact("not a url user:pw@host"), "***@host");
+    }
+
+    #[test]
+    fn dialect_from_scheme() {
+        assert_eq!(
+            Dsn::parse("postgresql://h/db").unwrap().dialect,
+            Dialect::Postgres
+        );
+        assert_eq!(
+            Dsn::parse("mariadb://root@h/db").unwrap().expose(),
+            "mysql://root@h/db"
+        );
+        assert_eq!(Dsn::parse("sqlite:x.db").unwrap().dialect, Dialect::Sqlite);
+        let err = Dsn::parse("oracle://u:pw@h/db").unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(!err.to_string().contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn scrub_masks_decoded_password() {
+        let dsn = Dsn::parse("postgres://u:p%40ss@h/db").unwrap();
+        assert_eq!(dsn.scrub("auth failed for p@ss"), "auth failed for ***");
+        assert_eq!(dsn.to_string(), "postgres://u:***@h/db");
+    }
+}

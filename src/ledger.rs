@@ -1,0 +1,142 @@
+//! tidemark's ledger (`tidemark_ledger`, created by `expand`): one row per stage run with the
+//! mapping fingerprint, options, summary (JSON), pass/fail and the report's SHA-256, so a
+//! later gate can prove which audit it relied on (semantics.md, "The drift report").
+
+use anyhow::{Context, Result};
+use sqlx::{AnyConnection, Row};
+
+use crate::dialect::Dialect;
+use crate::stages::now_ms;
+
+/// The ledger table.
+pub const LEDGER_TABLE: &str = "tidemark_ledger";
+
+/// One ledger row as `status` shows it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Run id.
+    pub id: i64,
+    /// `backfill` or `audit`.
+    pub stage: String,
+    /// `running`, `done`, `failed`.
+    pub status: String,
+    /// Start, milliseconds since the epoch.
+    pub started_ms: i64,
+    /// End, milliseconds since the epoch.
+    pub finished_ms: Option<i64>,
+    /// Mapping fingerprint (SHA-256 hex).
+    pub fingerprint: String,
+    /// Summary JSON.
+    pub summary: Option<String>,
+    /// For audits: 1 passed, 0 failed.
+    pub passed: Option<i64>,
+    /// Report path, for audits.
+    pub report_path: Option<String>,
+    /// Report SHA-256, for audits.
+    pub report_sha256: Option<String>,
+}
+
+/// Records the start of a run and returns its id.
+pub async fn start(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    stage: &str,
+    fingerprint: &str,
+    options: &serde_json::Value,
+) -> Result<i64> {
+    let p = |n| dialect.placeholder(n);
+    let insert = format!(
+        "INSERT INTO {LEDGER_TABLE} (stage, status, started_ms, mapping_fingerprint, tool_version, options) VALUES ({}, 'running', {}, {}, {}, {})",
+        p(1), p(2), p(3), p(4), p(5)
+    );
+    let returning = match dialect {
+        Dialect::Mysql => insert.clone(),
+        _ => format!("{insert} RETURNING id"),
+    };
+    let q = sqlx::query(&returning)
+        .bind(stage.to_string())
+        .bind(now_ms())
+        .bind(fingerprint.to_string())
+        .bind(env!("CARGO_PKG_VERSION").to_string())
+        .bind(options.to_string());
+    let id: i64 = match dialect {
+        Dialect::Mysql => {
+            q.execute(&mut *conn).await.context("writing the ledger")?;
+            sqlx::query_scalar("SELECT CAST(LAST_INSERT_ID() AS SIGNED)")
+                .fetch_one(&mut *conn)
+                .await?
+        }
+        _ => q
+            .fetch_one(&mut *conn)
+            .await
+            .context("writing the ledger")?
+            .try_get(0)?,
+    };
+    Ok(id)
+}
+
+/// Records the end of a run: status, summary, pass/fail and the report.
+#[allow(clippy::too_many_arguments)]
+pub async fn finish(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    id: i64,
+    status: &str,
+    summary: &serde_json::Value,
+    passed: Option<bool>,
+    report_path: Option<&str>,
+    report_sha256: Option<&str>,
+) -> Result<()> {
+    let p = |n| dialect.placeholder(n);
+    let sql = format!(
+        "UPDATE {LEDGER_TABLE} SET status = {}, finished_ms = {}, summary = {}, passed = {}, report_path = {}, report_sha256 = {} WHERE id = {}",
+        p(1), p(2), p(3), p(4), p(5), p(6), p(7)
+    );
+    sqlx::query(&sql)
+        .bind(status.to_string())
+        .bind(now_ms())
+        .bind(summary.to_string())
+        .bind(passed.map(i64::from))
+        .bind(report_path.map(str::to_string))
+        .bind(report_sha256.map(str::to_string))
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .context("writing the ledger")?;
+    Ok(())
+}
+
+/// The newest `limit` runs of `stage`, newest first.
+pub async fn recent(
+    conn: &mut AnyConnection,
+    stage: &str,
+    limit: i64,
+    dialect: Dialect,
+) -> Result<Vec<Entry>> {
+    let sql = format!(
+        "SELECT id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}), report_path, report_sha256 \
+         FROM {LEDGER_TABLE} WHERE stage = {} ORDER BY id DESC LIMIT {limit}",
+        dialect.placeholder(1),
+        int = dialect.int_cast()
+    );
+    let rows = sqlx::query(&sql)
+        .bind(stage.to_string())
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Entry {
+                id: r.try_get(0)?,
+                stage: r.try_get(1)?,
+                status: r.try_get(2)?,
+                started_ms: r.try_get(3)?,
+                finished_ms: r.try_get(4)?,
+                fingerprint: r.try_get(5)?,
+                summary: r.try_get(6)?,
+                passed: r.try_get(7)?,
+                report_path: r.try_get(8)?,
+                report_sha256: r.try_get(9)?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,21 @@
+//! tidemark moves a live chat database from stored unread counters to read watermarks, in the
+//! stages DBAs use for risky changes: expand (migrations), backfill (watermarks from evidence),
+//! audit (recompute, compare, classify drift, CSV report) and contract.
+//!
+//! The rules come from `shared/spec/semantics.md`; the commands, exit codes, mapping file and
+//! CSV columns from `shared/spec/interface.md`.
+
+pub mod cli;
+pub mod db;
+pub mod demo;
+pub mod dialect;
+pub mod drift;
+pub mod error;
+pub mod ledger;
+pub mod mapping;
+pub mod migrate;
+pub mod progress;
+pub mod report;
+pub mod scenario;
+pub mod schema;
+pub mod stages;

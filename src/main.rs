@@ -1,0 +1,37 @@
+//! The `tidemark` binary: parse, run, print the error, exit with the documented code.
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match tidemark::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap exits 0 for --help/--version and 2 for usage errors, as interface.md wants.
+            return ExitCode::from(if e.use_stderr() {
+                tidemark::error::EXIT_USAGE
+            } else {
+                0
+            });
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tidemark: cannot start the async runtime: {e}");
+            return ExitCode::from(tidemark::error::EXIT_FAILURE);
+        }
+    };
+    match runtime.block_on(tidemark::cli::run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("tidemark: error: {e:#}");
+            ExitCode::from(tidemark::error::exit_code(&e))
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Progress for long stages: an indicatif bar (done / total, rows per second, ETA) on a
+//! terminal; on cron and CI (stderr not a terminal) a plain line every 10 s instead; nothing
+//! with `--quiet`.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// A stage's progress display.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    plain: Option<(String, Instant, u64)>,
+    done: u64,
+    total: u64,
+    started: Instant,
+}
+
+impl Progress {
+    /// A display for `total` units of `what` (e.g. "members"), labelled `stage`.
+    pub fn new(stage: &str, what: &str, total: u64, quiet: bool) -> Progress {
+        let started = Instant::now();
+        if quiet {
+            return Progress {
+                bar: None,
+                plain: None,
+                done: 0,
+                total,
+                started,
+            };
+        }
+        if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(&format!(
+                "{stage:>9} [{{bar:30}}] {{pos}}/{{len}} {what} {{per_sec}} ETA {{eta}} {{msg}}"
+            ))
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            bar.set_style(style);
+            Progress {
+                bar: Some(bar),
+                plain: None,
+                done: 0,
+                total,
+                started,
+            }
+        } else {
+            Progress {
+                bar: None,
+                plain: Some((format!("{stage}: {{}}/{total} {what}"), started, 0)),
+                done: 0,
+                total,
+                started,
+            }
+        }
+    }
+
+    /// Adds `n` finished units.
+    pub fn advance(&mut self, n: u64) {
+        self.done += n;
+        if let Some(bar) = &self.bar {
+            bar.inc(n);
+        }
+        if let Some((fmt, last, _)) = &mut self.plain {
+            if last.elapsed() >= Duration::from_secs(10) {
+                *last = Instant::now();
+                let rate = self.done as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+                eprintln!(
+                    "{} ({rate:.0}/s)",
+                    fmt.replace("{}", &self.done.to_string())
+                );
+            }
+        }
+    }
+
+    /// Says why the stage is waiting (shown beside the bar).
+    pub fn message(&self, msg: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(msg.to_string());
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        let _ = self.total;
+    }
+}

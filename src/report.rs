@@ -1,0 +1,133 @@
+//! The CSV drift report (`shared/spec/interface.md`, "The CSV drift report"): a header row, one
+//! row per drifting row, stable column order, RFC 4180 quoting, an empty cell for SQL NULL.
+//!
+//! The report is written to a temporary file in the destination's folder, fsync'd, then renamed
+//! into place, so a crash never leaves a half report under the final name. Its SHA-256 is
+//! computed while writing and goes into the ledger.
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::mapping::{hex, Shape};
+
+/// Header of a per_member report.
+pub const PER_MEMBER_HEADER: [&str; 8] = [
+    "conversation_id",
+    "user_id",
+    "stored_unread",
+    "recomputed_unread",
+    "drift",
+    "class",
+    "last_read_id",
+    "watermark_source",
+];
+
+/// Header of a per_message report.
+pub const PER_MESSAGE_HEADER: [&str; 6] = [
+    "conversation_id",
+    "message_id",
+    "stored_unread",
+    "recomputed_unread",
+    "drift",
+    "class",
+];
+
+/// Writes bytes through to a file while hashing them.
+struct HashingWriter {
+    inner: BufWriter<File>,
+    hash: Sha256,
+}
+
+impl Write for HashingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A report being written; nothing appears under the final name until [`ReportWriter::finish`].
+pub struct ReportWriter {
+    csv: csv::Writer<HashingWriter>,
+    tmp: PathBuf,
+    dest: PathBuf,
+}
+
+impl ReportWriter {
+    /// Creates `<dest>.<pid>.tmp` beside `dest` and writes the header for `shape`.
+    ///
+    /// Errors (exit 3): the folder does not exist or is not writable.
+    pub fn create(dest: &Path, shape: Shape) -> Result<ReportWriter> {
+        let name = dest
+            .file_name()
+            .with_context(|| format!("report path {} names no file", dest.display()))?;
+        let tmp = dest.with_file_name(format!(
+            "{}.{}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file =
+            File::create(&tmp).with_context(|| format!("creating the report {}", tmp.display()))?;
+        let mut csv = csv::WriterBuilder::new().from_writer(HashingWriter {
+            inner: BufWriter::new(file),
+            hash: Sha256::new(),
+        });
+        match shape {
+            Shape::PerMember => csv.write_record(PER_MEMBER_HEADER)?,
+            Shape::PerMessage => csv.write_record(PER_MESSAGE_HEADER)?,
+        }
+        Ok(ReportWriter {
+            csv,
+            tmp,
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Appends one row (cells already formatted; "" for NULL).
+    pub fn row(&mut self, cells: &[String]) -> Result<()> {
+        self.csv.write_record(cells).context("writing the report")?;
+        Ok(())
+    }
+
+    /// Flushes, fsyncs and renames the report into place; returns its SHA-256 (hex).
+    ///
+    /// Errors (exit 3): disk full, rename across file systems refused.
+    pub fn finish(self) -> Result<String> {
+        let writer = self
+            .csv
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
+        let HashingWriter { inner, hash } = writer;
+        let file = inner
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
+        file.sync_all().context("fsync of the report")?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.dest)
+            .with_context(|| format!("moving the report into place at {}", self.dest.display()))?;
+        if let Some(dir) = self.dest.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(hex(&hash.finalize()))
+    }
+
+    /// Removes the temporary file (after a failure).
+    pub fn abandon(self) {
+        let tmp = self.tmp.clone();
+        drop(self);
+        let _ = std::fs::remove_file(tmp);
+    }
+}
+
+/// A NULL-able integer as a CSV cell.
+pub fn cell(v: Option<i64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}

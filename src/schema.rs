@@ -1,0 +1,228 @@
+//! Reading the legacy schema: the declared types of key columns (the watermark table copies
+//! them) and a preflight that every mapped table, column and predicate exists and parses, so
+//! that a mapping mistake is reported as bad input (exit 2) naming the mapping key, before
+//! any stage writes anything.
+
+use anyhow::Result;
+use sqlx::{AnyConnection, Row};
+
+use crate::dialect::{render, Dialect, SqlContext};
+use crate::error::input_error;
+use crate::mapping::{EvidenceKind, Mapping, Shape};
+
+/// The type family of a key column, which decides how keys are bound and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// Any integer type: bound and read as i64.
+    Integer,
+    /// Any character type: bound and read as strings.
+    Text,
+}
+
+/// A key column's declared type and the DDL type the watermark table uses for it.
+#[derive(Debug, Clone)]
+pub struct KeyType {
+    /// Integer or text.
+    pub kind: KeyKind,
+    /// Type for `CREATE TABLE` in this dialect.
+    pub ddl: String,
+}
+
+/// The declared type of `table.column` as the catalog spells it, or None when the column does
+/// not exist.
+pub async fn column_type(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    table: &str,
+    column: &str,
+) -> Result<Option<String>> {
+    let sql = render("column_type.sql", ctx, minijinja::context! {})?;
+    let (schema, name) = match table.split_once('.') {
+        Some((s, t)) => (Some(s.to_string()), t.to_string()),
+        None => (None, table.to_string()),
+    };
+    let q = sqlx::query(&sql);
+    let q = match ctx.dialect {
+        Dialect::Postgres => q.bind(ctx.dialect.quote(table)).bind(column.to_string()),
+        Dialect::Mysql => q.bind(schema).bind(name).bind(column.to_string()),
+        Dialect::Sqlite => q
+            .bind(schema.unwrap_or_else(|| "main".to_string()))
+            .bind(name)
+            .bind(column.to_string()),
+    };
+    let row = q.fetch_optional(&mut *conn).await?;
+    Ok(match row {
+        Some(r) => r.try_get::<Option<String>, _>(0)?,
+        None => None,
+    })
+}
+
+/// Maps a declared key type to a [`KeyType`].
+///
+/// Errors (exit 2): a type tidemark cannot key a watermark by (uuid, binary, decimal…), named.
+pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType> {
+    let t = declared.to_ascii_lowercase();
+    if t.contains("int") {
+        return Ok(KeyType {
+            kind: KeyKind::Integer,
+            ddl: "BIGINT".into(),
+        });
+    }
+    let text = t.contains("char") || t.contains("text") || t.contains("clob") || t.is_empty();
+    if !text {
+        return Err(input_error(format!(
+            "{what} has type {declared}: tidemark keys watermarks by integer or text columns"
+        )));
+    }
+    let ddl = match dialect {
+        Dialect::Postgres => declared.to_string(),
+        // A TEXT column cannot be part of a MySQL primary key without a prefix length.
+        Dialect::Mysql if t.starts_with("varchar") || t.starts_with("char") => declared.to_string(),
+        Dialect::Mysql => "VARCHAR(255)".into(),
+        Dialect::Sqlite => "TEXT".into(),
+    };
+    Ok(KeyType {
+        kind: KeyKind::Text,
+        ddl,
+    })
+}
+
+/// The key types of the watermark table: (user, conversation), read from the members table
+/// when mapped, else from the per-member counter table.
+///
+/// Errors (exit 2): a key column that does not exist or has an unusable type.
+pub async fn watermark_key_types(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    ctx: &SqlContext,
+) -> Result<(KeyType, KeyType)> {
+    let (section, table, user, conv) = match (&mapping.members, mapping.counter.shape) {
+        (Some(mb), _) => (
+            "members",
+            mb.table.clone(),
+            mb.user.clone(),
+            mb.conversation.clone(),
+        ),
+        (None, Shape::PerMember) => (
+            "counter",
+            mapping.counter_table().to_string(),
+            mapping.counter.user.clone().unwrap_or_default(),
+            mapping.counter.conversation.clone().unwrap_or_default(),
+        ),
+        (None, Shape::PerMessage) => unreachable!("validated: per_message needs [members]"),
+    };
+    let mut types = Vec::new();
+    for (key, column) in [("user", user), ("conversation", conv)] {
+        let declared = column_type(conn, ctx, &table, &column)
+            .await?
+            .ok_or_else(|| {
+                input_error(format!(
+                    "{section}.{key}: column {column:?} not found in table {table:?}"
+                ))
+            })?;
+        types.push(key_type(
+            ctx.dialect,
+            &declared,
+            &format!("{section}.{key} ({table}.{column})"),
+        )?);
+    }
+    let conv = types.pop().expect("two types");
+    let user = types.pop().expect("two types");
+    Ok((user, conv))
+}
+
+/// Checks that every table, column and predicate of the mapping is usable by running
+/// `SELECT <columns> FROM <table> WHERE (<predicate>) AND 1 = 0` for each section: the
+/// database parses and resolves it but reads no row.
+///
+/// Errors (exit 2): the first section that fails, named with the database's message.
+pub async fn preflight(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    let q = |s: &str| dialect.quote(s);
+    let cols = |c: &[Option<&String>]| {
+        c.iter()
+            .flatten()
+            .map(|c| q(c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let m = &mapping.messages;
+    let mut checks: Vec<(String, String)> = vec![(
+        "[messages]".into(),
+        format!(
+            "SELECT {} FROM {} WHERE ({}) AND ({}) AND 1 = 0",
+            cols(&[
+                Some(&m.id),
+                Some(&m.conversation),
+                Some(&m.sender),
+                m.created_at.as_ref()
+            ]),
+            q(&m.table),
+            m.countable.as_deref().unwrap_or("1 = 1"),
+            m.legacy_countable.as_deref().unwrap_or("1 = 1"),
+        ),
+    )];
+    if let Some(mb) = &mapping.members {
+        checks.push((
+            "[members]".into(),
+            format!(
+                "SELECT {} FROM {} WHERE ({}) AND 1 = 0",
+                cols(&[
+                    Some(&mb.user),
+                    Some(&mb.conversation),
+                    mb.join_position.as_ref()
+                ]),
+                q(&mb.table),
+                mb.active.as_deref().unwrap_or("1 = 1"),
+            ),
+        ));
+    }
+    let c = &mapping.counter;
+    checks.push((
+        "[counter]".into(),
+        format!(
+            "SELECT {} FROM {} WHERE 1 = 0",
+            cols(&[Some(&c.column), c.user.as_ref(), c.conversation.as_ref()]),
+            q(mapping.counter_table()),
+        ),
+    ));
+    for (i, e) in mapping.evidence.iter().enumerate() {
+        if matches!(e.kind, EvidenceKind::Position | EvidenceKind::Timestamp) {
+            checks.push((
+                format!("[[evidence]] #{} ({})", i + 1, e.kind.as_str()),
+                format!(
+                    "SELECT {} FROM {} WHERE 1 = 0",
+                    cols(&[e.user.as_ref(), e.conversation.as_ref(), e.column.as_ref()]),
+                    q(e.table.as_deref().unwrap_or_default()),
+                ),
+            ));
+        }
+    }
+    for (section, sql) in checks {
+        if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
+            if matches!(e, sqlx::Error::Database(_)) {
+                return Err(input_error(format!(
+                    "mapping {section} does not match the database: {}",
+                    e.as_database_error()
+                        .map(|d| d.message().to_string())
+                        .unwrap_or_default()
+                )));
+            }
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}
+
+/// Whether a table exists (used by `status` and `expand --dry-run`).
+pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
+    let sql = format!("SELECT 1 FROM {} WHERE 1 = 0", dialect.quote(table));
+    match sqlx::raw_sql(&sql).execute(&mut *conn).await {
+        Ok(_) => Ok(true),
+        Err(sqlx::Error::Database(_)) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}

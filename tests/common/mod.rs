@@ -1,0 +1,332 @@
+//! Per-test databases on real servers (and SQLite files) for the integration tests.
+//!
+//! - `TIDEMARK_TEST_BACKENDS`: comma list of `sqlite`, `postgres`, `mysql` (default: all three);
+//!   a backend not in the list is skipped.
+//! - `TIDEMARK_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`) and
+//!   `TIDEMARK_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`): admin URLs of the
+//!   servers; each test creates its own database there (`tm_<label>_<pid>_<n>`) and drops it.
+//! - A server that does not answer skips its tests with a note on stderr, except when `CI` is
+//!   set: then a missing server fails the run.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::any::AnyConnectOptions;
+use sqlx::{AnyConnection, ConnectOptions, Connection};
+
+/// A database server kind the suites run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in a temporary directory.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+    /// A MySQL or MariaDB server.
+    Mysql,
+}
+
+impl Backend {
+    /// Every backend.
+    pub const ALL: [Backend; 3] = [Backend::Sqlite, Backend::Postgres, Backend::Mysql];
+
+    /// The name used in `TIDEMARK_TEST_BACKENDS` and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
+        }
+    }
+
+    /// Whether `TIDEMARK_TEST_BACKENDS` (default: all) selects this backend.
+    pub fn enabled(self) -> bool {
+        match std::env::var("TIDEMARK_TEST_BACKENDS") {
+            Ok(list) if !list.trim().is_empty() => list.split(',').any(|item| {
+                let item = item.trim().to_ascii_lowercase();
+                match self {
+                    Backend::Sqlite => item == "sqlite",
+                    Backend::Postgres => matches!(item.as_str(), "postgres" | "postgresql" | "pg"),
+                    Backend::Mysql => matches!(item.as_str(), "mysql" | "mariadb"),
+                }
+            }),
+            _ => true,
+        }
+    }
+
+    /// The admin URL of the server (None for SQLite).
+    pub fn admin_url(self) -> Option<String> {
+        let (var, default) = match self {
+            Backend::Sqlite => return None,
+            Backend::Postgres => (
+                "TIDEMARK_TEST_POSTGRES_URL",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
+            Backend::Mysql => (
+                "TIDEMARK_TEST_MYSQL_URL",
+                "mysql://root@127.0.0.1:3306/test",
+            ),
+        };
+        Some(
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| default.to_string()),
+        )
+    }
+}
+
+/// A URL with its password replaced by `***` (text that is not a URL: only what follows `@`).
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if !u.cannot_be_a_base() => {
+            if u.password().is_some() {
+                let _ = u.set_password(Some("***"));
+            }
+            if u.query_pairs()
+                .any(|(k, _)| k.eq_ignore_ascii_case("password"))
+            {
+                u.set_query(Some("***"));
+            }
+            u.to_string()
+        }
+        _ => match url.rfind('@') {
+            Some(at) => format!("***@{}", &url[at + 1..]),
+            None => url.to_string(),
+        },
+    }
+}
+
+/// `text` with the password of `url` (if any) masked.
+fn scrub(url: &str, text: &str) -> String {
+    match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.password().map(str::to_string))
+    {
+        Some(p) if !p.is_empty() => text.replace(&p, "***"),
+        _ => text.to_string(),
+    }
+}
+
+/// Opens one connection (10 s timeout).
+///
+/// Errors: a message naming the redacted URL and the driver's (scrubbed) reason.
+pub async fn try_connect(url: &str) -> Result<AnyConnection, String> {
+    sqlx::any::install_default_drivers();
+    let options: AnyConnectOptions = url
+        .parse::<AnyConnectOptions>()
+        .map_err(|e| format!("bad URL {}: {}", redact(url), scrub(url, &e.to_string())))?
+        .disable_statement_logging();
+    match tokio::time::timeout(
+        Duration::from_secs(10),
+        AnyConnection::connect_with(&options),
+    )
+    .await
+    {
+        Err(_) => Err(format!("{}: no answer within 10 s", redact(url))),
+        Ok(Err(e)) => Err(format!("{}: {}", redact(url), scrub(url, &e.to_string()))),
+        Ok(Ok(conn)) => Ok(conn),
+    }
+}
+
+/// Opens one connection or panics with the redacted reason.
+pub async fn connect(url: &str) -> AnyConnection {
+    try_connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {e}"))
+}
+
+/// Runs each statement in order (as raw SQL: no prepared statement), panicking with the
+/// failing statement (its first 300 characters) and the error.
+pub async fn exec_all(conn: &mut AnyConnection, statements: &[String]) {
+    for sql in statements {
+        if let Err(e) = sqlx::raw_sql(sql).execute(&mut *conn).await {
+            let head: String = sql.chars().take(300).collect();
+            panic!("statement failed: {e}\n  {head}");
+        }
+    }
+}
+
+/// A database made for one test: a SQLite file in a temporary directory, or a database of its
+/// own on the PostgreSQL / MySQL server. Call [`TestDb::cleanup`] at the end; if the test panics
+/// first, `Drop` still drops the server database (best effort).
+pub struct TestDb {
+    /// URL of the test database.
+    pub url: String,
+    /// Which backend.
+    pub backend: Backend,
+    /// The database name on the server (the file name for SQLite).
+    pub name: String,
+    admin_url: Option<String>,
+    dir: Option<tempfile::TempDir>,
+    cleaned: bool,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A database name unique to this process and call: `tm_<label>_<pid>_<n>`, label reduced to
+/// `[a-z0-9_]` and cut so the whole name stays under 60 characters.
+pub fn unique_name(label: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let suffix = format!("_{}_{n}", std::process::id());
+    let mut clean: String = label
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let room = 59 - "tm_".len() - suffix.len();
+    clean.truncate(room);
+    format!("tm_{clean}{suffix}")
+}
+
+/// `CREATE`/`DROP DATABASE` statements on the admin connection.
+fn drop_database_sql(backend: Backend, name: &str) -> String {
+    match backend {
+        Backend::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        _ => format!("DROP DATABASE IF EXISTS `{name}`"),
+    }
+}
+
+fn create_database_sql(backend: Backend, name: &str) -> String {
+    match backend {
+        Backend::Postgres => format!("CREATE DATABASE \"{name}\""),
+        _ => format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"),
+    }
+}
+
+/// A server is missing: panic under CI, else note it and skip.
+fn unavailable(backend: Backend, reason: &str) -> Option<TestDb> {
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} test server unavailable and CI is set (a missing server must fail CI): {reason}",
+            backend.name()
+        );
+    }
+    eprintln!("skipping {}: {reason}", backend.name());
+    None
+}
+
+impl TestDb {
+    /// Makes a fresh database for a test named `label`. None (with a note on stderr) when the
+    /// backend is not selected, or when its server does not answer and `CI` is not set.
+    ///
+    /// # Panics
+    ///
+    /// When the server does not answer and `CI` is set, or it answers but refuses to create the
+    /// database.
+    pub async fn create(backend: Backend, label: &str) -> Option<TestDb> {
+        if !backend.enabled() {
+            eprintln!("skipping {}: not in TIDEMARK_TEST_BACKENDS", backend.name());
+            return None;
+        }
+        let name = unique_name(label);
+        let Some(admin_url) = backend.admin_url() else {
+            let dir = tempfile::tempdir().expect("creating a temporary directory");
+            let path = dir.path().join(format!("{name}.db"));
+            return Some(TestDb {
+                url: format!("sqlite:{}?mode=rwc", path.display()),
+                backend,
+                name,
+                admin_url: None,
+                dir: Some(dir),
+                cleaned: false,
+            });
+        };
+        let mut admin = match try_connect(&admin_url).await {
+            Ok(conn) => conn,
+            Err(reason) => return unavailable(backend, &reason),
+        };
+        for sql in [
+            drop_database_sql(backend, &name),
+            create_database_sql(backend, &name),
+        ] {
+            if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
+                panic!(
+                    "{} ({}): {sql}: {}",
+                    backend.name(),
+                    redact(&admin_url),
+                    scrub(&admin_url, &e.to_string())
+                );
+            }
+        }
+        let _ = admin.close().await;
+        let mut url = url::Url::parse(&admin_url).expect("the admin URL connected, so it parses");
+        url.set_path(&format!("/{name}"));
+        Some(TestDb {
+            url: url.to_string(),
+            backend,
+            name,
+            admin_url: Some(admin_url),
+            dir: None,
+            cleaned: false,
+        })
+    }
+
+    /// A new connection to the test database.
+    pub async fn connect(&self) -> AnyConnection {
+        connect(&self.url).await
+    }
+
+    /// Drops the database (server) or removes the directory (SQLite). Close this test's
+    /// connections first (PostgreSQL forces them closed anyway).
+    ///
+    /// # Panics
+    ///
+    /// When the server refuses the `DROP DATABASE`.
+    pub async fn cleanup(mut self) {
+        self.cleaned = true;
+        if let Some(admin_url) = &self.admin_url {
+            let mut admin = connect(admin_url).await;
+            let sql = drop_database_sql(self.backend, &self.name);
+            if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
+                panic!(
+                    "{}: {sql}: {}",
+                    self.backend.name(),
+                    scrub(admin_url, &e.to_string())
+                );
+            }
+            let _ = admin.close().await;
+        }
+        if let Some(dir) = self.dir.take() {
+            let _ = dir.close();
+        }
+    }
+}
+
+impl Drop for TestDb {
+    /// Best effort when [`TestDb::cleanup`] was not reached (a failing test): drop the server
+    /// database from a helper thread with its own runtime. Errors are ignored.
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let (Some(admin_url), backend, name) =
+            (self.admin_url.clone(), self.backend, self.name.clone())
+        else {
+            return;
+        };
+        let handle = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut admin) = try_connect(&admin_url).await {
+                    let _ = sqlx::raw_sql(&drop_database_sql(backend, &name))
+                        .execute(&mut admin)
+                        .await;
+                    let _ = admin.close().await;
+                }
+            });
+        });
+        let _ = handle.join();
+    }
+}

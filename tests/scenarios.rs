@@ -1,0 +1,384 @@
+//! Every shared scenario (`tests/data/scenarios.json`, a copy of `shared/spec/scenarios.json`)
+//! on every backend: load the legacy database, expand, add the application's existing
+//! watermarks, backfill, audit, and compare with what the scenario expects.
+//!
+//! Each scenario runs in a fresh database, once with batches of 1000 rows and once with batches
+//! of 1 (one conversation per batch, the smallest batch the stages make). Failures are
+//! collected and reported together at the end, one line per scenario and run.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use sqlx::{AnyConnection, Connection, Row};
+
+use common::{exec_all, Backend, TestDb};
+use tidemark::db::Dsn;
+use tidemark::mapping::Mapping;
+use tidemark::scenario::{self, Scenario};
+use tidemark::stages::{audit, backfill, expand};
+
+/// The batch sizes every scenario runs with.
+const BATCH_SIZES: [u64; 2] = [1000, 1];
+
+/// The CSV report headers (`shared/spec/interface.md`, a contract).
+const PER_MEMBER_HEADER: &str =
+    "conversation_id,user_id,stored_unread,recomputed_unread,drift,class,last_read_id,watermark_source";
+const PER_MESSAGE_HEADER: &str =
+    "conversation_id,message_id,stored_unread,recomputed_unread,drift,class";
+
+/// The drift classes of semantics.md.
+const CLASSES: [&str; 9] = [
+    "null_counter",
+    "orphan",
+    "negative",
+    "own_messages_counted",
+    "excluded_counted",
+    "cleared",
+    "exceeds_history",
+    "overcount",
+    "undercount",
+];
+
+#[test]
+fn scenarios_file_matches_shared_spec() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shared = manifest.join("../shared/spec/scenarios.json");
+    let Ok(spec) = std::fs::read(&shared) else {
+        eprintln!("{} not found: nothing to compare", shared.display());
+        return;
+    };
+    let copy = std::fs::read(manifest.join("tests/data/scenarios.json"))
+        .expect("tests/data/scenarios.json");
+    assert!(
+        spec == copy,
+        "tests/data/scenarios.json differs from {}: copy it again (byte for byte)",
+        shared.display()
+    );
+    assert_eq!(
+        scenario::SCENARIOS_JSON.as_bytes(),
+        &copy[..],
+        "the embedded copy is stale: rebuild"
+    );
+}
+
+#[tokio::test]
+async fn all_scenarios_sqlite() {
+    run_all(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn all_scenarios_postgres() {
+    run_all(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn all_scenarios_mysql() {
+    run_all(Backend::Mysql).await;
+}
+
+/// Runs every scenario with every batch size on `backend` and asserts that none failed.
+async fn run_all(backend: Backend) {
+    let scenarios = scenario::load_all().expect("loading the scenarios");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for batch_size in BATCH_SIZES {
+        for s in &scenarios {
+            let short = s.id.split('-').next().unwrap_or(&s.id);
+            let Some(db) = TestDb::create(backend, &format!("{short}_b{batch_size}")).await else {
+                return; // skipped: the note is on stderr
+            };
+            runs += 1;
+            match run_scenario(&db, s, batch_size).await {
+                Ok(problems) => failures.extend(
+                    problems
+                        .into_iter()
+                        .map(|p| format!("{} [{} batch {batch_size}]: {p}", s.id, backend.name())),
+                ),
+                Err(e) => failures.push(format!(
+                    "{} [{} batch {batch_size}]: error: {e:#}",
+                    s.id,
+                    backend.name()
+                )),
+            }
+            db.cleanup().await;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} scenario runs on {} failed:\n  {}",
+        failures.len(),
+        backend.name(),
+        failures.join("\n  ")
+    );
+    eprintln!("{}: {runs} scenario runs passed", backend.name());
+}
+
+/// One audit report row, as compared: (conversation, user or message id, stored, recomputed,
+/// drift, class).
+type AuditKey = (i64, String, Option<i64>, i64, Option<i64>, String);
+
+/// Runs one scenario in `db`; returns the mismatches (empty: it passed).
+async fn run_scenario(db: &TestDb, s: &Scenario, batch_size: u64) -> Result<Vec<String>> {
+    let dsn = Dsn::parse(&db.url)?;
+    let dialect = dsn.dialect;
+    let mut conn = dsn.connect().await?;
+    exec_all(&mut conn, &scenario::schema_sql()).await;
+    exec_all(&mut conn, &scenario::data_sql(s, 0)).await;
+
+    let mapping = Mapping::parse(&s.mapping_toml(), &format!("<{}>", s.id))?;
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .context("expand")?;
+    exec_all(
+        &mut conn,
+        &scenario::existing_watermarks_sql(s, 0, scenario::WATERMARK_TABLE),
+    )
+    .await;
+
+    let mut problems = Vec::new();
+    backfill::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &backfill::BackfillOptions {
+            batch_size,
+            ..Default::default()
+        },
+    )
+    .await
+    .context("backfill")?;
+    let after_first = watermarks(&mut conn).await?;
+
+    // (a) every expected watermark, with its provenance (other rows may exist).
+    for w in &s.expected.watermarks {
+        match after_first.get(&(w.conv, w.user.clone())) {
+            None => problems.push(format!(
+                "watermark ({}, {}): expected {} from {}, found no row",
+                w.conv, w.user, w.last_read_id, w.source
+            )),
+            Some((id, source))
+                if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) =>
+            {
+                problems.push(format!(
+                    "watermark ({}, {}): expected {} from {}, found {id} from {}",
+                    w.conv,
+                    w.user,
+                    w.last_read_id,
+                    w.source,
+                    source.as_deref().unwrap_or("NULL")
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+
+    // A second backfill changes nothing (forward-only writes, seed 000 §3).
+    backfill::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &backfill::BackfillOptions {
+            batch_size,
+            ..Default::default()
+        },
+    )
+    .await
+    .context("second backfill")?;
+    let after_second = watermarks(&mut conn).await?;
+    for (key, (id, _)) in &after_first {
+        match after_second.get(key) {
+            Some((again, _)) if again == id => {}
+            other => problems.push(format!(
+                "second backfill moved watermark ({}, {}) from {id} to {:?}",
+                key.0,
+                key.1,
+                other.map(|(v, _)| v)
+            )),
+        }
+    }
+
+    // (b) the report rows are exactly the expected drifting rows.
+    let dir = tempfile::tempdir()?;
+    let report = dir.path().join("drift.csv");
+    let outcome = audit::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &audit::AuditOptions {
+            cap: s.options.cap,
+            report: report.clone(),
+            batch_size,
+            ..Default::default()
+        },
+    )
+    .await
+    .context("audit")?;
+    let _ = conn.close().await;
+
+    let expected: BTreeSet<AuditKey> = s
+        .expected
+        .audit
+        .iter()
+        .map(|r| {
+            let subject = match (&r.user, r.message_id) {
+                (Some(u), _) => u.clone(),
+                (None, Some(m)) => m.to_string(),
+                (None, None) => String::new(),
+            };
+            (
+                r.conv,
+                subject,
+                r.stored,
+                r.recomputed,
+                r.drift,
+                r.class.clone(),
+            )
+        })
+        .collect();
+    let actual = read_report(&report, s.is_per_message(), &after_second, &mut problems)?;
+    let actual_set: BTreeSet<AuditKey> = actual.iter().cloned().collect();
+    if actual_set.len() != actual.len() {
+        problems.push(format!("the report repeats a row: {actual:?}"));
+    }
+    for missing in expected.difference(&actual_set) {
+        problems.push(format!("report: missing expected row {}", show(missing)));
+    }
+    for extra in actual_set.difference(&expected) {
+        problems.push(format!("report: unexpected row {}", show(extra)));
+    }
+
+    // (c) the summary agrees.
+    let summary = &outcome.summary;
+    if summary.drifting_rows != expected.len() as u64 {
+        problems.push(format!(
+            "summary: drifting_rows = {}, expected {}",
+            summary.drifting_rows,
+            expected.len()
+        ));
+    }
+    if summary.rows_checked < summary.drifting_rows {
+        problems.push(format!(
+            "summary: rows_checked = {} < drifting_rows = {}",
+            summary.rows_checked, summary.drifting_rows
+        ));
+    }
+    let mut want_classes: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in &s.expected.audit {
+        *want_classes.entry(r.class.as_str()).or_default() += 1;
+    }
+    for class in CLASSES {
+        let got = summary.by_class.get(class).copied().unwrap_or(0);
+        let want = want_classes.get(class).copied().unwrap_or(0);
+        if got != want {
+            problems.push(format!(
+                "summary: by_class[{class}] = {got}, expected {want}"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// Every watermark row: (conversation, user) -> (last_read_id, source).
+async fn watermarks(
+    conn: &mut AnyConnection,
+) -> Result<BTreeMap<(i64, String), (i64, Option<String>)>> {
+    let sql = format!(
+        "SELECT conversation_id, user_id, last_read_id, source FROM {}",
+        scenario::WATERMARK_TABLE
+    );
+    let rows = sqlx::query(&sql)
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading the watermarks")?;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let conv: i64 = row.try_get(0)?;
+        let user: String = row.try_get(1)?;
+        let id: i64 = row.try_get(2)?;
+        let source: Option<String> = row.try_get(3)?;
+        out.insert((conv, user), (id, source));
+    }
+    Ok(out)
+}
+
+/// Parses the CSV report: checks its header and, for per_member, that each row's
+/// `last_read_id`/`watermark_source` are the member's watermark (an empty cell: no watermark
+/// row, or 0). Returns the rows as [`AuditKey`]s.
+fn read_report(
+    path: &PathBuf,
+    per_message: bool,
+    wms: &BTreeMap<(i64, String), (i64, Option<String>)>,
+    problems: &mut Vec<String>,
+) -> Result<Vec<AuditKey>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the report {}", path.display()))?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(text.as_bytes());
+    let header = reader.headers()?.iter().collect::<Vec<_>>().join(",");
+    let want_header = if per_message {
+        PER_MESSAGE_HEADER
+    } else {
+        PER_MEMBER_HEADER
+    };
+    if header != want_header {
+        bail!("report header is {header:?}, expected {want_header:?}");
+    }
+    let int = |cell: &str, what: &str| -> Result<Option<i64>> {
+        if cell.is_empty() {
+            Ok(None)
+        } else {
+            Ok(Some(cell.parse::<i64>().with_context(|| {
+                format!("report: {what} = {cell:?} is not an integer")
+            })?))
+        }
+    };
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record?;
+        let conv = int(&record[0], "conversation_id")?.context("report: empty conversation_id")?;
+        let subject = record[1].to_string();
+        let stored = int(&record[2], "stored_unread")?;
+        let recomputed =
+            int(&record[3], "recomputed_unread")?.context("report: empty recomputed_unread")?;
+        let drift = int(&record[4], "drift")?;
+        let class = record[5].to_string();
+        if !per_message {
+            let last_read = int(&record[6], "last_read_id")?;
+            let source = &record[7];
+            let wm = wms.get(&(conv, subject.clone()));
+            let consistent = match (wm, last_read) {
+                (Some((id, src)), Some(lr)) => {
+                    *id == lr && (source.is_empty() || src.as_deref() == Some(source))
+                }
+                (Some((0, _)), None) => true,
+                (Some(_), None) => false,
+                (None, lr) => lr.unwrap_or(0) == 0 && source.is_empty(),
+            };
+            if !consistent {
+                problems.push(format!(
+                    "report row ({conv}, {subject}): last_read_id {:?} / watermark_source {source:?} do not match the watermark {wm:?}",
+                    last_read
+                ));
+            }
+        }
+        rows.push((conv, subject, stored, recomputed, drift, class));
+    }
+    Ok(rows)
+}
+
+fn show(row: &AuditKey) -> String {
+    let opt = |v: Option<i64>| v.map_or_else(|| "NULL".to_string(), |v| v.to_string());
+    format!(
+        "(conv {}, {}, stored {}, recomputed {}, drift {}, {})",
+        row.0,
+        row.1,
+        opt(row.2),
+        row.3,
+        opt(row.4),
+        row.5
+    )
+}
