@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Row};
 
 use crate::dialect::Dialect;
-use crate::stages::now_ms;
+use crate::stages::{now_ms, text};
 
 /// The ledger table.
 pub const LEDGER_TABLE: &str = "tidemark_ledger";
@@ -127,15 +127,15 @@ pub async fn recent(
         .map(|r| {
             Ok(Entry {
                 id: r.try_get(0)?,
-                stage: r.try_get(1)?,
-                status: r.try_get(2)?,
+                stage: text(r, 1)?.unwrap_or_default(),
+                status: text(r, 2)?.unwrap_or_default(),
                 started_ms: r.try_get(3)?,
                 finished_ms: r.try_get(4)?,
-                fingerprint: r.try_get(5)?,
-                summary: r.try_get(6)?,
+                fingerprint: text(r, 5)?.unwrap_or_default(),
+                summary: text(r, 6)?,
                 passed: r.try_get(7)?,
-                report_path: r.try_get(8)?,
-                report_sha256: r.try_get(9)?,
+                report_path: text(r, 8)?,
+                report_sha256: text(r, 9)?,
             })
         })
         .collect()

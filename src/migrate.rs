@@ -73,9 +73,9 @@ impl AsyncQuery<Vec<Migration>> for SqlxMigrator<'_> {
         let mut applied = Vec::with_capacity(rows.len());
         for row in rows {
             let version: i32 = row.try_get(0)?;
-            let name: String = row.try_get(1)?;
-            let applied_on: String = row.try_get(2)?;
-            let checksum: String = row.try_get(3)?;
+            let name = text(&row, 1)?;
+            let applied_on = text(&row, 2)?;
+            let checksum = text(&row, 3)?;
             let applied_on = OffsetDateTime::parse(&applied_on, &Rfc3339)
                 .map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
             let checksum = checksum
@@ -88,6 +88,14 @@ impl AsyncQuery<Vec<Migration>> for SqlxMigrator<'_> {
 }
 
 impl AsyncMigrate for SqlxMigrator<'_> {}
+
+/// A text column (VARCHAR reaches sqlx's Any driver as text or, from MySQL, sometimes as bytes).
+fn text(row: &sqlx::any::AnyRow, idx: usize) -> Result<String, sqlx::Error> {
+    match row.try_get::<String, _>(idx) {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(String::from_utf8_lossy(&row.try_get::<Vec<u8>, _>(idx)?).into_owned()),
+    }
+}
 
 fn fetch_all(
     conn: &mut AnyConnection,

@@ -52,7 +52,7 @@ pub async fn column_type(
     };
     let row = q.fetch_optional(&mut *conn).await?;
     Ok(match row {
-        Some(r) => r.try_get::<Option<String>, _>(0)?,
+        Some(r) => crate::stages::text(&r, 0)?,
         None => None,
     })
 }

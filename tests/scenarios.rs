@@ -3,8 +3,10 @@
 //! watermarks, backfill, audit, and compare with what the scenario expects.
 //!
 //! Each scenario runs in a fresh database, once with batches of 1000 rows and once with batches
-//! of 1 (one conversation per batch, the smallest batch the stages make). Failures are
-//! collected and reported together at the end, one line per scenario and run.
+//! of 1 (one conversation per batch, the smallest batch the stages make). Then the scenarios
+//! that share a shape and options run together in one database, each shifted to conversations
+//! of its own (as `demo` loads them), so that batches of 1 cross many conversations. Failures
+//! are collected and reported together at the end, one line per mismatch.
 
 mod common;
 
@@ -79,120 +81,155 @@ async fn all_scenarios_mysql() {
     run_all(Backend::Mysql).await;
 }
 
-/// Runs every scenario with every batch size on `backend` and asserts that none failed.
+/// Runs every scenario with every batch size on `backend` and asserts that none failed: each
+/// scenario alone in a fresh database, then the scenarios of each (shape, options) group
+/// together in one database, shifted by [`GROUP_OFFSET`] each (as `demo` loads them), so that
+/// batches of 1 cross many conversations.
 async fn run_all(backend: Backend) {
     let scenarios = scenario::load_all().expect("loading the scenarios");
     let mut failures = Vec::new();
+    let mut failed_runs = 0;
     let mut runs = 0;
+    let mut groups: BTreeMap<(String, Option<i64>, bool), Vec<&Scenario>> = BTreeMap::new();
+    for s in &scenarios {
+        groups
+            .entry((s.shape.clone(), s.options.cap, s.options.own_message_lower_bound))
+            .or_default()
+            .push(s);
+    }
     for batch_size in BATCH_SIZES {
-        for s in &scenarios {
-            let short = s.id.split('-').next().unwrap_or(&s.id);
+        let mut cases: Vec<(String, Vec<(&Scenario, i64)>)> = scenarios
+            .iter()
+            .map(|s| (s.id.clone(), vec![(s, 0)]))
+            .collect();
+        for ((shape, cap, own), members) in &groups {
+            if members.len() > 1 {
+                let name = format!(
+                    "together[{shape}{}{}: {}]",
+                    cap.map(|c| format!(", cap {c}")).unwrap_or_default(),
+                    if *own { ", own_message" } else { "" },
+                    members.len()
+                );
+                let shifted = members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (*s, (i as i64 + 1) * GROUP_OFFSET))
+                    .collect();
+                cases.push((name, shifted));
+            }
+        }
+        for (name, case) in &cases {
+            let short = name.split(['-', '[']).next().unwrap_or(name);
             let Some(db) = TestDb::create(backend, &format!("{short}_b{batch_size}")).await else {
                 return; // skipped: the note is on stderr
             };
             runs += 1;
-            match run_scenario(&db, s, batch_size).await {
-                Ok(problems) => failures.extend(
-                    problems
-                        .into_iter()
-                        .map(|p| format!("{} [{} batch {batch_size}]: {p}", s.id, backend.name())),
-                ),
-                Err(e) => failures.push(format!(
-                    "{} [{} batch {batch_size}]: error: {e:#}",
-                    s.id,
-                    backend.name()
-                )),
+            let problems = match run_case(&db, case, batch_size).await {
+                Ok(problems) => problems,
+                Err(e) => vec![format!("error: {e:#}")],
+            };
+            if !problems.is_empty() {
+                failed_runs += 1;
             }
+            failures.extend(
+                problems
+                    .into_iter()
+                    .map(|p| format!("{name} [{} batch {batch_size}]: {p}", backend.name())),
+            );
             db.cleanup().await;
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {runs} scenario runs on {} failed:\n  {}",
-        failures.len(),
+        "{failed_runs} of {runs} scenario runs on {} failed:\n  {}",
         backend.name(),
         failures.join("\n  ")
     );
     eprintln!("{}: {runs} scenario runs passed", backend.name());
 }
 
+/// Conversation id shift between scenarios loaded into one database.
+const GROUP_OFFSET: i64 = 1000;
+
 /// One audit report row, as compared: (conversation, user or message id, stored, recomputed,
 /// drift, class).
 type AuditKey = (i64, String, Option<i64>, i64, Option<i64>, String);
 
-/// Runs one scenario in `db`; returns the mismatches (empty: it passed).
-async fn run_scenario(db: &TestDb, s: &Scenario, batch_size: u64) -> Result<Vec<String>> {
+/// Loads `case` (scenarios of one shape and options, each with its conversation offset) into
+/// `db`, runs expand, the existing watermarks, backfill (twice), audit; returns the mismatches
+/// (empty: it passed).
+async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Result<Vec<String>> {
+    let (first, _) = case[0];
     let dsn = Dsn::parse(&db.url)?;
     let dialect = dsn.dialect;
     let mut conn = dsn.connect().await?;
     exec_all(&mut conn, &scenario::schema_sql()).await;
-    exec_all(&mut conn, &scenario::data_sql(s, 0)).await;
+    for (s, offset) in case {
+        exec_all(&mut conn, &scenario::data_sql(s, *offset)).await;
+    }
 
-    let mapping = Mapping::parse(&s.mapping_toml(), &format!("<{}>", s.id))?;
-    expand::run(&mut conn, &mapping, dialect, false)
-        .await
-        .context("expand")?;
-    exec_all(
-        &mut conn,
-        &scenario::existing_watermarks_sql(s, 0, scenario::WATERMARK_TABLE),
-    )
-    .await;
+    let mapping = Mapping::parse(&first.mapping_toml(), &format!("<{}>", first.id))?;
+    expand::run(&mut conn, &mapping, dialect, false).await.context("expand")?;
+    for (s, offset) in case {
+        exec_all(&mut conn, &scenario::existing_watermarks_sql(s, *offset, scenario::WATERMARK_TABLE)).await;
+    }
+
+    // Which scenario a conversation belongs to, to name it in messages of a combined run.
+    let owner = |conv: i64| -> String {
+        if case.len() == 1 {
+            return String::new();
+        }
+        case.iter()
+            .rev()
+            .find(|(_, offset)| conv >= *offset)
+            .map(|(s, offset)| format!("{} (conv {}): ", s.id, conv - offset))
+            .unwrap_or_default()
+    };
 
     let mut problems = Vec::new();
-    backfill::run(
-        &mut conn,
-        &mapping,
-        dialect,
-        &backfill::BackfillOptions {
-            batch_size,
-            ..Default::default()
-        },
-    )
-    .await
-    .context("backfill")?;
+    let options = backfill::BackfillOptions {
+        batch_size,
+        ..Default::default()
+    };
+    backfill::run(&mut conn, &mapping, dialect, &options).await.context("backfill")?;
     let after_first = watermarks(&mut conn).await?;
 
     // (a) every expected watermark, with its provenance (other rows may exist).
-    for w in &s.expected.watermarks {
-        match after_first.get(&(w.conv, w.user.clone())) {
-            None => problems.push(format!(
-                "watermark ({}, {}): expected {} from {}, found no row",
-                w.conv, w.user, w.last_read_id, w.source
-            )),
-            Some((id, source))
-                if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) =>
-            {
-                problems.push(format!(
-                    "watermark ({}, {}): expected {} from {}, found {id} from {}",
-                    w.conv,
+    for (s, offset) in case {
+        for w in &s.expected.watermarks {
+            let conv = w.conv + offset;
+            match after_first.get(&(conv, w.user.clone())) {
+                None => problems.push(format!(
+                    "{}watermark ({conv}, {}): expected {} from {}, found no row",
+                    owner(conv),
                     w.user,
                     w.last_read_id,
-                    w.source,
-                    source.as_deref().unwrap_or("NULL")
-                ))
+                    w.source
+                )),
+                Some((id, source)) if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) => {
+                    problems.push(format!(
+                        "{}watermark ({conv}, {}): expected {} from {}, found {id} from {}",
+                        owner(conv),
+                        w.user,
+                        w.last_read_id,
+                        w.source,
+                        source.as_deref().unwrap_or("NULL")
+                    ))
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
         }
     }
 
     // A second backfill changes nothing (forward-only writes, seed 000 §3).
-    backfill::run(
-        &mut conn,
-        &mapping,
-        dialect,
-        &backfill::BackfillOptions {
-            batch_size,
-            ..Default::default()
-        },
-    )
-    .await
-    .context("second backfill")?;
+    backfill::run(&mut conn, &mapping, dialect, &options).await.context("second backfill")?;
     let after_second = watermarks(&mut conn).await?;
     for (key, (id, _)) in &after_first {
         match after_second.get(key) {
             Some((again, _)) if again == id => {}
             other => problems.push(format!(
-                "second backfill moved watermark ({}, {}) from {id} to {:?}",
+                "{}second backfill moved watermark ({}, {}) from {id} to {:?}",
+                owner(key.0),
                 key.0,
                 key.1,
                 other.map(|(v, _)| v)
@@ -208,7 +245,7 @@ async fn run_scenario(db: &TestDb, s: &Scenario, batch_size: u64) -> Result<Vec<
         &mapping,
         dialect,
         &audit::AuditOptions {
-            cap: s.options.cap,
+            cap: first.options.cap,
             report: report.clone(),
             batch_size,
             ..Default::default()
@@ -218,36 +255,29 @@ async fn run_scenario(db: &TestDb, s: &Scenario, batch_size: u64) -> Result<Vec<
     .context("audit")?;
     let _ = conn.close().await;
 
-    let expected: BTreeSet<AuditKey> = s
-        .expected
-        .audit
-        .iter()
-        .map(|r| {
+    let mut expected: BTreeSet<AuditKey> = BTreeSet::new();
+    let mut want_classes: BTreeMap<&str, u64> = BTreeMap::new();
+    for (s, offset) in case {
+        for r in &s.expected.audit {
             let subject = match (&r.user, r.message_id) {
                 (Some(u), _) => u.clone(),
                 (None, Some(m)) => m.to_string(),
                 (None, None) => String::new(),
             };
-            (
-                r.conv,
-                subject,
-                r.stored,
-                r.recomputed,
-                r.drift,
-                r.class.clone(),
-            )
-        })
-        .collect();
-    let actual = read_report(&report, s.is_per_message(), &after_second, &mut problems)?;
+            expected.insert((r.conv + offset, subject, r.stored, r.recomputed, r.drift, r.class.clone()));
+            *want_classes.entry(r.class.as_str()).or_default() += 1;
+        }
+    }
+    let actual = read_report(&report, first.is_per_message(), &after_second, &mut problems)?;
     let actual_set: BTreeSet<AuditKey> = actual.iter().cloned().collect();
     if actual_set.len() != actual.len() {
         problems.push(format!("the report repeats a row: {actual:?}"));
     }
     for missing in expected.difference(&actual_set) {
-        problems.push(format!("report: missing expected row {}", show(missing)));
+        problems.push(format!("{}report: missing expected row {}", owner(missing.0), show(missing)));
     }
     for extra in actual_set.difference(&expected) {
-        problems.push(format!("report: unexpected row {}", show(extra)));
+        problems.push(format!("{}report: unexpected row {}", owner(extra.0), show(extra)));
     }
 
     // (c) the summary agrees.
@@ -265,17 +295,11 @@ async fn run_scenario(db: &TestDb, s: &Scenario, batch_size: u64) -> Result<Vec<
             summary.rows_checked, summary.drifting_rows
         ));
     }
-    let mut want_classes: BTreeMap<&str, u64> = BTreeMap::new();
-    for r in &s.expected.audit {
-        *want_classes.entry(r.class.as_str()).or_default() += 1;
-    }
     for class in CLASSES {
         let got = summary.by_class.get(class).copied().unwrap_or(0);
         let want = want_classes.get(class).copied().unwrap_or(0);
         if got != want {
-            problems.push(format!(
-                "summary: by_class[{class}] = {got}, expected {want}"
-            ));
+            problems.push(format!("summary: by_class[{class}] = {got}, expected {want}"));
         }
     }
     Ok(problems)

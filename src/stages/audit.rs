@@ -363,7 +363,7 @@ fn record_row(
     let (facts, last_read, source) = match shape {
         Shape::PerMember => {
             let last_read: Option<i64> = row.try_get(4)?;
-            let source: Option<String> = row.try_get(5)?;
+            let source = super::text(row, 5)?;
             let is_member: i64 = row.try_get(6)?;
             (
                 Facts {

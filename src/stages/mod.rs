@@ -28,7 +28,7 @@ impl Key {
     pub fn read(row: &AnyRow, idx: usize, kind: KeyKind) -> Result<Key> {
         Ok(match kind {
             KeyKind::Integer => Key::Int(row.try_get::<i64, _>(idx)?),
-            KeyKind::Text => Key::Text(row.try_get::<String, _>(idx)?),
+            KeyKind::Text => Key::Text(text(row, idx)?.unwrap_or_default()),
         })
     }
 
@@ -50,6 +50,17 @@ impl std::fmt::Display for Key {
             Key::Int(v) => write!(f, "{v}"),
             Key::Text(v) => f.write_str(v),
         }
+    }
+}
+
+/// Reads a text column that may be NULL. MySQL/MariaDB send TEXT columns with the BLOB wire
+/// type, which sqlx's Any driver decodes only as bytes: those are taken as UTF-8.
+pub fn text(row: &AnyRow, idx: usize) -> Result<Option<String>> {
+    match row.try_get::<Option<String>, _>(idx) {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(row
+            .try_get::<Option<Vec<u8>>, _>(idx)?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())),
     }
 }
 
