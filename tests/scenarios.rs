@@ -93,7 +93,11 @@ async fn run_all(backend: Backend) {
     let mut groups: BTreeMap<(String, Option<i64>, bool), Vec<&Scenario>> = BTreeMap::new();
     for s in &scenarios {
         groups
-            .entry((s.shape.clone(), s.options.cap, s.options.own_message_lower_bound))
+            .entry((
+                s.shape.clone(),
+                s.options.cap,
+                s.options.own_message_lower_bound,
+            ))
             .or_default()
             .push(s);
     }
@@ -169,9 +173,15 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     }
 
     let mapping = Mapping::parse(&first.mapping_toml(), &format!("<{}>", first.id))?;
-    expand::run(&mut conn, &mapping, dialect, false).await.context("expand")?;
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .context("expand")?;
     for (s, offset) in case {
-        exec_all(&mut conn, &scenario::existing_watermarks_sql(s, *offset, scenario::WATERMARK_TABLE)).await;
+        exec_all(
+            &mut conn,
+            &scenario::existing_watermarks_sql(s, *offset, scenario::WATERMARK_TABLE),
+        )
+        .await;
     }
 
     // Which scenario a conversation belongs to, to name it in messages of a combined run.
@@ -191,7 +201,17 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
         batch_size,
         ..Default::default()
     };
-    backfill::run(&mut conn, &mapping, dialect, &options).await.context("backfill")?;
+    let first_run = backfill::run(&mut conn, &mapping, dialect, &options)
+        .await
+        .context("backfill")?;
+    // Batches hold whole conversations: with batches of 1, each scenario is one at least.
+    if batch_size == 1 && first_run.batches < case.len() as u64 {
+        problems.push(format!(
+            "backfill ran {} batches of 1 for {} scenarios' conversations",
+            first_run.batches,
+            case.len()
+        ));
+    }
     let after_first = watermarks(&mut conn).await?;
 
     // (a) every expected watermark, with its provenance (other rows may exist).
@@ -206,7 +226,9 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
                     w.last_read_id,
                     w.source
                 )),
-                Some((id, source)) if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) => {
+                Some((id, source))
+                    if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) =>
+                {
                     problems.push(format!(
                         "{}watermark ({conv}, {}): expected {} from {}, found {id} from {}",
                         owner(conv),
@@ -222,7 +244,9 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     }
 
     // A second backfill changes nothing (forward-only writes, seed 000 §3).
-    backfill::run(&mut conn, &mapping, dialect, &options).await.context("second backfill")?;
+    backfill::run(&mut conn, &mapping, dialect, &options)
+        .await
+        .context("second backfill")?;
     let after_second = watermarks(&mut conn).await?;
     for (key, (id, _)) in &after_first {
         match after_second.get(key) {
@@ -264,24 +288,51 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
                 (None, Some(m)) => m.to_string(),
                 (None, None) => String::new(),
             };
-            expected.insert((r.conv + offset, subject, r.stored, r.recomputed, r.drift, r.class.clone()));
+            expected.insert((
+                r.conv + offset,
+                subject,
+                r.stored,
+                r.recomputed,
+                r.drift,
+                r.class.clone(),
+            ));
             *want_classes.entry(r.class.as_str()).or_default() += 1;
         }
     }
-    let actual = read_report(&report, first.is_per_message(), &after_second, &mut problems)?;
+    let actual = read_report(
+        &report,
+        first.is_per_message(),
+        &after_second,
+        &mut problems,
+    )?;
     let actual_set: BTreeSet<AuditKey> = actual.iter().cloned().collect();
     if actual_set.len() != actual.len() {
         problems.push(format!("the report repeats a row: {actual:?}"));
     }
     for missing in expected.difference(&actual_set) {
-        problems.push(format!("{}report: missing expected row {}", owner(missing.0), show(missing)));
+        problems.push(format!(
+            "{}report: missing expected row {}",
+            owner(missing.0),
+            show(missing)
+        ));
     }
     for extra in actual_set.difference(&expected) {
-        problems.push(format!("{}report: unexpected row {}", owner(extra.0), show(extra)));
+        problems.push(format!(
+            "{}report: unexpected row {}",
+            owner(extra.0),
+            show(extra)
+        ));
     }
 
     // (c) the summary agrees.
     let summary = &outcome.summary;
+    if batch_size == 1 && summary.batches < case.len() as u64 {
+        problems.push(format!(
+            "audit ran {} batches of 1 for {} scenarios' conversations",
+            summary.batches,
+            case.len()
+        ));
+    }
     if summary.drifting_rows != expected.len() as u64 {
         problems.push(format!(
             "summary: drifting_rows = {}, expected {}",
@@ -299,7 +350,9 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
         let got = summary.by_class.get(class).copied().unwrap_or(0);
         let want = want_classes.get(class).copied().unwrap_or(0);
         if got != want {
-            problems.push(format!("summary: by_class[{class}] = {got}, expected {want}"));
+            problems.push(format!(
+                "summary: by_class[{class}] = {got}, expected {want}"
+            ));
         }
     }
     Ok(problems)
