@@ -6,9 +6,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 use crate::db::Dsn;
-use crate::error::{EXIT_DRIFT, EXIT_OK};
+use crate::error::{EXIT_DRIFT, EXIT_INCOMPLETE, EXIT_OK};
 use crate::mapping::Mapping;
 use crate::stages::{audit, backfill, expand, status};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Move a live chat database from unread counters to read watermarks, in stages:
 /// expand, backfill, audit (and later contract).
@@ -71,12 +73,34 @@ pub struct ExpandArgs {
 pub struct BackfillArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Members per batch (whole conversations; a batch never splits one).
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Most members per batch (whole conversations; a batch never splits one).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
-    /// Compute what would be written and write nothing.
+    /// Time target per batch: the size follows the last batches' timings, up to --batch-size
+    /// ("0s" keeps --batch-size fixed).
+    #[arg(long, default_value = "500ms", value_name = "DURATION")]
+    pub chunk_time: humantime::Duration,
+    /// Compute what would be written, print the statements, and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Start over instead of continuing an unfinished run.
+    #[arg(long)]
+    pub restart: bool,
+    /// Throttle: at most this many members per second.
+    #[arg(long, value_name = "N")]
+    pub max_rows_per_second: Option<f64>,
+    /// Throttle: pause after every batch.
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub pause_between_batches: humantime::Duration,
+    /// Throttle: wait while this file exists.
+    #[arg(long, value_name = "PATH")]
+    pub pause_file: Option<PathBuf>,
+    /// Longest lock wait per statement (lock_timeout, innodb_lock_wait_timeout, busy_timeout).
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub lock_timeout: humantime::Duration,
+    /// Retries of a batch that hit a lock wait, with exponential backoff and jitter.
+    #[arg(long, default_value_t = 5)]
+    pub retries: usize,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
@@ -157,13 +181,36 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Backfill(args) => {
             let (dsn, mapping) = args.common.resolve()?;
             let mut conn = dsn.connect().await?;
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("\ntidemark: Ctrl-C: finishing the current batch, then stopping (Ctrl-C again does not hurry it)");
+                    flag.store(true, Ordering::SeqCst);
+                }
+            });
             let opts = backfill::BackfillOptions {
                 batch_size: args.batch_size,
+                chunk_time: args.chunk_time.into(),
                 dry_run: args.dry_run,
                 quiet: args.quiet,
+                restart: args.restart,
+                max_rows_per_second: args.max_rows_per_second,
+                pause_between_batches: args.pause_between_batches.into(),
+                pause_file: args.pause_file.clone(),
+                lock_timeout: args.lock_timeout.into(),
+                retries: args.retries,
+                stop: Some(stop),
             };
             let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
             print_backfill(&summary, args.dry_run);
+            if summary.interrupted {
+                println!(
+                    "  interrupted after batch {}: the checkpoint is recorded; run the same command again to continue (--restart starts over)",
+                    summary.batches
+                );
+                return Ok(EXIT_INCOMPLETE);
+            }
             Ok(EXIT_OK)
         }
         Command::Audit(args) => {

@@ -34,6 +34,10 @@ pub struct Entry {
     pub report_path: Option<String>,
     /// Report SHA-256, for audits.
     pub report_sha256: Option<String>,
+    /// The tidemark version that ran it.
+    pub tool_version: String,
+    /// The checkpoint after the last finished batch (JSON), for resumable runs.
+    pub checkpoint: Option<String>,
 }
 
 /// Records the start of a run and returns its id.
@@ -114,7 +118,7 @@ pub async fn recent(
     dialect: Dialect,
 ) -> Result<Vec<Entry>> {
     let sql = format!(
-        "SELECT id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}), report_path, report_sha256 \
+        "SELECT id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}), report_path, report_sha256, tool_version, checkpoint \
          FROM {LEDGER_TABLE} WHERE stage = {} ORDER BY id DESC LIMIT {limit}",
         dialect.placeholder(1),
         int = dialect.int_cast()
@@ -136,7 +140,51 @@ pub async fn recent(
                 passed: r.try_get(7)?,
                 report_path: text(r, 8)?,
                 report_sha256: text(r, 9)?,
+                tool_version: text(r, 10)?.unwrap_or_default(),
+                checkpoint: text(r, 11)?,
             })
         })
         .collect()
+}
+
+/// Stores a run's checkpoint (call it inside the transaction that writes the batch, so the
+/// checkpoint and the batch commit together).
+pub async fn set_checkpoint(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    id: i64,
+    checkpoint: &serde_json::Value,
+) -> Result<()> {
+    let sql = format!(
+        "UPDATE {LEDGER_TABLE} SET checkpoint = {} WHERE id = {}",
+        dialect.placeholder(1),
+        dialect.placeholder(2)
+    );
+    sqlx::query(&sql)
+        .bind(checkpoint.to_string())
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .context("writing the checkpoint")?;
+    Ok(())
+}
+
+/// Sets a run's status (`running` again when a run is resumed, `abandoned` on `--restart`).
+pub async fn set_status(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    id: i64,
+    status: &str,
+) -> Result<()> {
+    let sql = format!(
+        "UPDATE {LEDGER_TABLE} SET status = {} WHERE id = {}",
+        dialect.placeholder(1),
+        dialect.placeholder(2)
+    );
+    sqlx::query(&sql)
+        .bind(status.to_string())
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }

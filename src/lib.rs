@@ -12,6 +12,7 @@ pub mod dialect;
 pub mod drift;
 pub mod error;
 pub mod ledger;
+pub mod lock;
 pub mod mapping;
 pub mod migrate;
 pub mod progress;

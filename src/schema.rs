@@ -4,7 +4,7 @@
 //! any stage writes anything.
 
 use anyhow::Result;
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::input_error;

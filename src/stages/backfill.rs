@@ -4,14 +4,20 @@
 //! upsert per chunk of rows: a watermark never moves back (seed 000 §3).
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use backon::{BackoffBuilder, ExponentialBuilder};
+use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::{begin_snapshot, begin_write, commit, next_batch, rollback, Batch, BatchUnit, Key};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
 use crate::ledger;
+use crate::lock::{self, RunnerLock};
 use crate::mapping::{EvidenceKind, Mapping};
 use crate::progress::Progress;
 use crate::schema::{self, KeyKind};
@@ -22,26 +28,53 @@ const UPSERT_CHUNK: usize = 5000;
 /// Options of a backfill run.
 #[derive(Debug, Clone)]
 pub struct BackfillOptions {
-    /// Members per batch (whole conversations: a batch may exceed it by one conversation).
+    /// Upper bound of members per batch (whole conversations: a batch may exceed it by one
+    /// conversation).
     pub batch_size: u64,
-    /// Print the plan and write nothing.
+    /// Time target per batch: the batch size follows the last batches' timings (as
+    /// pt-online-schema-change's `--chunk-time`); zero keeps `batch_size` fixed.
+    pub chunk_time: Duration,
+    /// Compute the plan and write nothing.
     pub dry_run: bool,
     /// No progress output.
     pub quiet: bool,
+    /// Start over instead of resuming an unfinished run.
+    pub restart: bool,
+    /// Throttle: at most this many members per second.
+    pub max_rows_per_second: Option<f64>,
+    /// Throttle: a pause after every batch.
+    pub pause_between_batches: Duration,
+    /// Throttle: while this file exists the backfill waits.
+    pub pause_file: Option<PathBuf>,
+    /// The longest lock wait of one statement.
+    pub lock_timeout: Duration,
+    /// How often a batch that hit a lock wait is retried (with exponential backoff and
+    /// jitter) before the run stops with exit 3, its checkpoint intact.
+    pub retries: usize,
+    /// Set by Ctrl-C: finish the current batch, record it, stop.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl Default for BackfillOptions {
     fn default() -> Self {
         BackfillOptions {
-            batch_size: 2000,
+            batch_size: 5000,
+            chunk_time: Duration::from_millis(500),
             dry_run: false,
             quiet: true,
+            restart: false,
+            max_rows_per_second: None,
+            pause_between_batches: Duration::ZERO,
+            pause_file: None,
+            lock_timeout: Duration::from_secs(2),
+            retries: 5,
+            stop: None,
         }
     }
 }
 
-/// What a backfill did.
-#[derive(Debug, Clone, Default, Serialize)]
+/// What a backfill did (for a resumed run: all its parts together).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BackfillSummary {
     /// Members considered (active members, or counter rows without [members]).
     pub members: u64,
@@ -60,8 +93,23 @@ pub struct BackfillSummary {
     /// Counters that no watermark can represent: k < 0 or k greater than the countable
     /// messages (semantics.md, Backfill 3).
     pub unrepresentable_counters: u64,
-    /// The ledger run id, when the ledger exists.
+    /// Batches that hit a lock wait and were retried.
+    pub retried_batches: u64,
+    /// When this run continued an interrupted one: the batches that run had finished.
+    pub resumed_after_batches: Option<u64>,
+    /// Stopped by Ctrl-C before the last batch (run again to continue).
+    pub interrupted: bool,
+    /// The ledger run id.
     pub ledger_id: Option<i64>,
+}
+
+/// The checkpoint stored in the ledger after every batch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Checkpoint {
+    /// The last conversation of the last finished batch.
+    lo: Option<Key>,
+    /// Counts so far.
+    summary: BackfillSummary,
 }
 
 /// One watermark to write.
@@ -74,12 +122,13 @@ struct Planned {
     existing: Option<i64>,
 }
 
-/// Runs the backfill. With `dry_run`, returns the plan's counts (what would be written) and
-/// writes nothing.
+/// Runs the backfill, resuming an unfinished run of the same mapping unless `restart`. With
+/// `dry_run`, returns the plan's counts (what would be written) and writes nothing.
 ///
-/// Errors: exit 2 for a mapping that does not match the database or a missing watermark table
-/// (run `expand` first); exit 3 for database failures (the batch in flight is rolled back;
-/// finished batches stay written, and re-running is safe because writes are forward-only).
+/// Errors: exit 2 for a mapping that does not match the database, a missing watermark or
+/// ledger table (run `expand` first), or a resume under a changed mapping or tidemark version;
+/// exit 3 when another backfill runs on this mapping, or on database failure after the retries
+/// (the batch in flight is rolled back; finished batches and the checkpoint stay).
 pub async fn run(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -87,89 +136,262 @@ pub async fn run(
     opts: &BackfillOptions,
 ) -> Result<BackfillSummary> {
     schema::preflight(conn, mapping, dialect).await?;
-    if !schema::table_exists(conn, dialect, &mapping.watermarks.table).await? {
-        return Err(input_error(format!(
-            "watermark table {:?} does not exist: run `tidemark expand` first",
-            mapping.watermarks.table
-        )));
+    for (table, what) in [
+        (mapping.watermarks.table.as_str(), "watermark"),
+        (ledger::LEDGER_TABLE, "ledger"),
+    ] {
+        if !schema::table_exists(conn, dialect, table).await? {
+            return Err(input_error(format!(
+                "the {what} table {table:?} does not exist: run `tidemark expand` first"
+            )));
+        }
     }
     let ctx = SqlContext::new(mapping, dialect);
     let (user_kind, conv_kind) = {
         let (u, c) = schema::watermark_key_types(conn, mapping, &ctx).await?;
         (u.kind, c.kind)
     };
-    let total = count_subjects(conn, &ctx).await?;
-    let mut summary = BackfillSummary::default();
-    let options = serde_json::json!({ "batch_size": opts.batch_size, "dry_run": opts.dry_run });
-    let ledger_id =
-        if !opts.dry_run && schema::table_exists(conn, dialect, ledger::LEDGER_TABLE).await? {
-            Some(ledger::start(conn, dialect, "backfill", &mapping.fingerprint, &options).await?)
-        } else {
-            None
-        };
-    summary.ledger_id = ledger_id;
-    let mut progress = Progress::new("backfill", "members", total, opts.quiet);
-    let mut lo: Option<Key> = None;
-    let result: Result<()> = async {
-        while let Some(batch) = next_batch(
+    if opts.dry_run {
+        return run_batches(
             conn,
             &ctx,
-            BatchUnit::Subjects,
+            mapping,
+            opts,
+            user_kind,
             conv_kind,
-            lo.clone(),
-            opts.batch_size,
+            None,
+            None,
+            BackfillSummary::default(),
         )
+        .await;
+    }
+    let lock_name = format!("tidemark:backfill:{}", &mapping.fingerprint[..16]);
+    let lock = RunnerLock::acquire(conn, dialect, &lock_name).await?;
+    let result = async {
+        lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
+        let (id, lo, summary) = resume_or_start(conn, mapping, dialect, opts).await?;
+        let result = run_batches(
+            conn,
+            &ctx,
+            mapping,
+            opts,
+            user_kind,
+            conv_kind,
+            Some(id),
+            lo,
+            summary,
+        )
+        .await;
+        match &result {
+            Ok(s) => {
+                let status = if s.interrupted { "interrupted" } else { "done" };
+                ledger::finish(
+                    conn,
+                    dialect,
+                    id,
+                    status,
+                    &serde_json::to_value(s)?,
+                    None,
+                    None,
+                    None,
+                )
+                .await?;
+            }
+            Err(e) => {
+                let _ = ledger::set_status(conn, dialect, id, "failed").await;
+                let _ = e;
+            }
+        }
+        result
+    }
+    .await;
+    let _ = lock.release(conn).await;
+    result
+}
+
+/// Finds an unfinished run of this mapping to continue, or records a new one.
+async fn resume_or_start(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    opts: &BackfillOptions,
+) -> Result<(i64, Option<Key>, BackfillSummary)> {
+    let last = ledger::recent(conn, "backfill", 1, dialect)
         .await?
-        {
-            let planned = plan_batch(
-                conn,
-                &ctx,
-                mapping,
-                &batch,
-                user_kind,
-                conv_kind,
-                &mut summary,
-            )
-            .await?;
-            if !opts.dry_run {
-                write_batch(conn, &ctx, &planned).await?;
+        .into_iter()
+        .next();
+    if let Some(last) =
+        last.filter(|l| matches!(l.status.as_str(), "running" | "failed" | "interrupted"))
+    {
+        if opts.restart {
+            ledger::set_status(conn, dialect, last.id, "abandoned").await?;
+        } else if let Some(cp) = &last.checkpoint {
+            if last.fingerprint != mapping.fingerprint {
+                return Err(input_error(format!(
+                    "backfill run #{} stopped unfinished under another mapping (fingerprint {} vs {} now): \
+                     resuming it would mix two plans; run again with --restart to start over",
+                    last.id, &last.fingerprint[..12], &mapping.fingerprint[..12]
+                )));
             }
-            for p in &planned {
-                match p.existing {
-                    None => summary.written += 1,
-                    Some(e) if p.value > e => summary.advanced += 1,
-                    Some(_) => summary.unchanged += 1,
+            if last.tool_version != env!("CARGO_PKG_VERSION") {
+                return Err(input_error(format!(
+                    "backfill run #{} stopped unfinished under tidemark {} (this is {}): run again with --restart to start over",
+                    last.id, last.tool_version, env!("CARGO_PKG_VERSION")
+                )));
+            }
+            let cp: Checkpoint =
+                serde_json::from_str(cp).context("reading the backfill checkpoint")?;
+            ledger::set_status(conn, dialect, last.id, "running").await?;
+            let mut summary = cp.summary;
+            summary.resumed_after_batches = Some(summary.batches);
+            summary.interrupted = false;
+            summary.ledger_id = Some(last.id);
+            return Ok((last.id, cp.lo, summary));
+        }
+    }
+    let options = serde_json::json!({
+        "batch_size": opts.batch_size, "chunk_time_ms": opts.chunk_time.as_millis() as u64,
+        "max_rows_per_second": opts.max_rows_per_second,
+        "pause_between_batches_ms": opts.pause_between_batches.as_millis() as u64,
+        "lock_timeout_ms": opts.lock_timeout.as_millis() as u64, "retries": opts.retries,
+    });
+    let id = ledger::start(conn, dialect, "backfill", &mapping.fingerprint, &options).await?;
+    let summary = BackfillSummary {
+        ledger_id: Some(id),
+        ..Default::default()
+    };
+    Ok((id, None, summary))
+}
+
+/// The batch loop: throttle, plan (snapshot read), write with the checkpoint, adapt the size.
+#[allow(clippy::too_many_arguments)]
+async fn run_batches(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    mapping: &Mapping,
+    opts: &BackfillOptions,
+    user_kind: KeyKind,
+    conv_kind: KeyKind,
+    ledger_id: Option<i64>,
+    mut lo: Option<Key>,
+    mut summary: BackfillSummary,
+) -> Result<BackfillSummary> {
+    let total = count_subjects(conn, ctx).await?;
+    let mut progress = Progress::new("backfill", "members", total, opts.quiet);
+    progress.advance(summary.members);
+    let max = opts.batch_size.max(1);
+    let mut size = if opts.chunk_time.is_zero() {
+        max
+    } else {
+        max.min(1000)
+    };
+    let started = Instant::now();
+    let members_at_start = summary.members;
+    let result: Result<()> = async {
+        loop {
+            if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+                summary.interrupted = true;
+                break;
+            }
+            if let Some(path) = &opts.pause_file {
+                while path.exists() {
+                    progress.message(&format!("paused: {} exists", path.display()));
+                    if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                *summary
-                    .by_source
-                    .entry(p.source.as_str().to_string())
-                    .or_default() += 1;
+                progress.message("");
             }
-            summary.members += batch.rows;
-            summary.batches += 1;
+            let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size).await? else {
+                break;
+            };
+            let t0 = Instant::now();
+            let mut backoff = ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(10))
+                .with_max_times(opts.retries)
+                .with_jitter()
+                .build();
+            let mut next = loop {
+                let mut attempt = summary.clone();
+                let step = async {
+                    let planned = plan_batch(conn, ctx, mapping, &batch, user_kind, conv_kind, &mut attempt).await?;
+                    count_planned(&planned, &batch, &mut attempt);
+                    if let Some(id) = ledger_id {
+                        let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: attempt.clone() };
+                        write_batch(conn, ctx, &planned, Some((id, serde_json::to_value(&cp)?))).await?;
+                    }
+                    Ok::<_, anyhow::Error>(())
+                }
+                .await;
+                match step {
+                    Ok(()) => break attempt,
+                    Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
+                        Some(delay) => {
+                            summary.retried_batches += 1;
+                            progress.message(&format!("lock wait, retrying in {} ms", delay.as_millis()));
+                            tokio::time::sleep(delay).await;
+                        }
+                        None => {
+                            return Err(e.context(format!(
+                                "batch after {} still hit lock waits after {} retries; finished batches are kept, run again to continue",
+                                lo.as_ref().map(|k| k.to_string()).unwrap_or_else(|| "the start".into()),
+                                opts.retries
+                            )))
+                        }
+                    },
+                    Err(e) => return Err(e),
+                }
+            };
+            next.retried_batches = summary.retried_batches;
+            summary = next;
+            progress.message("");
             progress.advance(batch.rows);
-            lo = Some(batch.hi);
+            lo = Some(batch.hi.clone());
+            // Size the next batch to the time target.
+            let took = t0.elapsed();
+            if !opts.chunk_time.is_zero() && batch.rows > 0 {
+                let rate = batch.rows as f64 / took.as_secs_f64().max(0.001);
+                let want = (rate * opts.chunk_time.as_secs_f64()).round() as u64;
+                size = want.clamp(1, max).min(size.saturating_mul(2).max(1));
+            }
+            // Throttle.
+            if let Some(limit) = opts.max_rows_per_second.filter(|l| *l > 0.0) {
+                let done = (summary.members - members_at_start) as f64;
+                let ahead = done / limit - started.elapsed().as_secs_f64();
+                if ahead > 0.0 {
+                    progress.message(&format!("throttled: --max-rows-per-second {limit}"));
+                    tokio::time::sleep(Duration::from_secs_f64(ahead)).await;
+                }
+            }
+            if !opts.pause_between_batches.is_zero() {
+                progress.message("pause between batches");
+                tokio::time::sleep(opts.pause_between_batches).await;
+            }
         }
         Ok(())
     }
     .await;
     progress.finish();
-    if let Some(id) = ledger_id {
-        let status = if result.is_ok() { "done" } else { "failed" };
-        ledger::finish(
-            conn,
-            dialect,
-            id,
-            status,
-            &serde_json::to_value(&summary)?,
-            None,
-            None,
-            None,
-        )
-        .await?;
+    result.map(|()| summary)
+}
+
+/// Adds a planned batch to the counts.
+fn count_planned(planned: &[Planned], batch: &Batch, summary: &mut BackfillSummary) {
+    for p in planned {
+        match p.existing {
+            None => summary.written += 1,
+            Some(e) if p.value > e => summary.advanced += 1,
+            Some(_) => summary.unchanged += 1,
+        }
+        *summary
+            .by_source
+            .entry(p.source.as_str().to_string())
+            .or_default() += 1;
     }
-    result?;
-    Ok(summary)
+    summary.members += batch.rows;
+    summary.batches += 1;
 }
 
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {
@@ -293,15 +515,14 @@ async fn plan_batch(
     Ok(planned)
 }
 
-/// Writes one batch with forward-only upserts in one short transaction.
+/// Writes one batch with forward-only upserts, and the run's checkpoint, in one short
+/// transaction: after a crash either both are there or neither.
 async fn write_batch(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     planned: &[Planned],
+    checkpoint: Option<(i64, serde_json::Value)>,
 ) -> Result<()> {
-    if planned.is_empty() {
-        return Ok(());
-    }
     begin_write(conn, ctx.dialect).await?;
     let result: Result<()> = async {
         for chunk in planned.chunks(UPSERT_CHUNK) {
@@ -317,6 +538,9 @@ async fn write_batch(
                 q = q.bind(p.value).bind(p.source.as_str().to_string());
             }
             q.execute(&mut *conn).await.context("writing watermarks")?;
+        }
+        if let Some((id, cp)) = &checkpoint {
+            ledger::set_checkpoint(conn, ctx.dialect, *id, cp).await?;
         }
         Ok(())
     }

@@ -14,8 +14,12 @@ use sqlx::{Any, AnyConnection, Row};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::schema::KeyKind;
 
-/// A key value of the legacy schema (a user, a conversation, a message position).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A key value of the legacy schema (a user, a conversation, a message position). In JSON
+/// (checkpoints) an integer key is a number and a text key a string.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(untagged)]
 pub enum Key {
     /// An integer key.
     Int(i64),
