@@ -180,24 +180,37 @@ impl Mapping {
         let raw: RawMapping = toml::from_str(text).map_err(|e| at(e.span(), e.message()))?;
         // Each section is parsed again on its own so that an error points into it.
         fn section<T: for<'de> Deserialize<'de>>(
+            text: &str,
             table: &Spanned<toml::Table>,
             name: &str,
             at: &dyn Fn(Option<Range<usize>>, &str) -> anyhow::Error,
         ) -> anyhow::Result<T> {
-            T::deserialize(toml::Value::Table(table.get_ref().clone()))
-                .map_err(|e| at(Some(table.span()), &format!("[{name}]: {}", e.message())))
+            T::deserialize(toml::Value::Table(table.get_ref().clone())).map_err(|e| {
+                // Point at the offending key when the message names one.
+                let key = e
+                    .message()
+                    .split('`')
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string();
+                let span = (!key.is_empty())
+                    .then(|| find_key_span(text, table.span(), &key))
+                    .flatten()
+                    .unwrap_or(table.span());
+                at(Some(span), &format!("[{name}]: {}", e.message()))
+            })
         }
-        let messages: Messages = section(&raw.messages, "messages", &at)?;
+        let messages: Messages = section(text, &raw.messages, "messages", &at)?;
         let members: Option<Members> = match &raw.members {
-            Some(t) => Some(section(t, "members", &at)?),
+            Some(t) => Some(section(text, t, "members", &at)?),
             None => None,
         };
-        let counter: Counter = section(&raw.counter, "counter", &at)?;
+        let counter: Counter = section(text, &raw.counter, "counter", &at)?;
         let mut evidence = Vec::new();
         for e in &raw.evidence {
-            evidence.push(section::<Evidence>(e, "[evidence]", &at)?);
+            evidence.push(section::<Evidence>(text, e, "[evidence]", &at)?);
         }
-        let watermarks: Watermarks = section(&raw.watermarks, "watermarks", &at)?;
+        let watermarks: Watermarks = section(text, &raw.watermarks, "watermarks", &at)?;
 
         // Identifier checks, each pointing at the key's value.
         let key_span = |table: &Spanned<toml::Table>, key: &str| -> Option<Range<usize>> {
@@ -481,6 +494,14 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The span of a key (the start of its line's key) in the table that starts at `within.start`.
+fn find_key_span(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
+    let value = find_value_span(text, within.clone(), key)?;
+    let line_start = text[..value.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let indent = text[line_start..].len() - text[line_start..].trim_start().len();
+    Some(line_start + indent..value.end)
+}
+
 /// The span of `key = value`'s value in the table that starts at `within.start` (a line-based
 /// search up to the next `[header]`: mapping files are flat key/value tables).
 fn find_value_span(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
@@ -578,7 +599,7 @@ table = "read_watermarks"
             "sender = \"sender_id\"",
             "sender = \"sender_id\"\nsendr = \"x\"",
         ));
-        assert!(e.starts_with("t.toml:"), "{e}");
+        assert!(e.starts_with("t.toml:7:1: [messages]"), "{e}");
         assert!(e.contains("sendr"), "{e}");
     }
 

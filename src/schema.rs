@@ -142,10 +142,12 @@ pub async fn preflight(
     dialect: Dialect,
 ) -> Result<()> {
     let q = |s: &str| dialect.quote(s);
+    // Columns are qualified: SQLite reads an unknown double-quoted bare name as a string
+    // literal, but reports an unknown `alias."name"`.
     let cols = |c: &[Option<&String>]| {
         c.iter()
             .flatten()
-            .map(|c| q(c))
+            .map(|c| format!("tm_t.{}", q(c)))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -153,7 +155,7 @@ pub async fn preflight(
     let mut checks: Vec<(String, String)> = vec![(
         "[messages]".into(),
         format!(
-            "SELECT {} FROM {} WHERE ({}) AND ({}) AND 1 = 0",
+            "SELECT {} FROM {} tm_t WHERE ({}) AND ({}) AND 1 = 0",
             cols(&[
                 Some(&m.id),
                 Some(&m.conversation),
@@ -169,7 +171,7 @@ pub async fn preflight(
         checks.push((
             "[members]".into(),
             format!(
-                "SELECT {} FROM {} WHERE ({}) AND 1 = 0",
+                "SELECT {} FROM {} tm_t WHERE ({}) AND 1 = 0",
                 cols(&[
                     Some(&mb.user),
                     Some(&mb.conversation),
@@ -184,7 +186,7 @@ pub async fn preflight(
     checks.push((
         "[counter]".into(),
         format!(
-            "SELECT {} FROM {} WHERE 1 = 0",
+            "SELECT {} FROM {} tm_t WHERE 1 = 0",
             cols(&[Some(&c.column), c.user.as_ref(), c.conversation.as_ref()]),
             q(mapping.counter_table()),
         ),
@@ -194,7 +196,7 @@ pub async fn preflight(
             checks.push((
                 format!("[[evidence]] #{} ({})", i + 1, e.kind.as_str()),
                 format!(
-                    "SELECT {} FROM {} WHERE 1 = 0",
+                    "SELECT {} FROM {} tm_t WHERE 1 = 0",
                     cols(&[e.user.as_ref(), e.conversation.as_ref(), e.column.as_ref()]),
                     q(e.table.as_deref().unwrap_or_default()),
                 ),
@@ -203,6 +205,13 @@ pub async fn preflight(
     }
     for (section, sql) in checks {
         if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
+            let e = anyhow::Error::from(e);
+            if crate::lock::is_lock_wait(&e) {
+                return Err(e.context(format!(
+                    "checking mapping {section}: another session holds a lock"
+                )));
+            }
+            let e = e.downcast::<sqlx::Error>().expect("a sqlx error");
             if matches!(e, sqlx::Error::Database(_)) {
                 return Err(input_error(format!(
                     "mapping {section} does not match the database: {}",
@@ -222,7 +231,18 @@ pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &st
     let sql = format!("SELECT 1 FROM {} WHERE 1 = 0", dialect.quote(table));
     match sqlx::raw_sql(&sql).execute(&mut *conn).await {
         Ok(_) => Ok(true),
-        Err(sqlx::Error::Database(_)) => Ok(false),
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            let e = anyhow::Error::from(e);
+            if crate::lock::is_lock_wait(&e) {
+                return Err(e.context(format!(
+                    "reading table {table}: another session holds a lock"
+                )));
+            }
+            match e.downcast::<sqlx::Error>() {
+                Ok(sqlx::Error::Database(_)) => Ok(false),
+                Ok(other) => Err(other.into()),
+                Err(other) => Err(other),
+            }
+        }
     }
 }

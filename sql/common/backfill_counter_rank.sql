@@ -1,23 +1,40 @@
 {#- Counter evidence with 0 < k (semantics.md "Backfill", 3): with L the positions of the
-    messages countable for the member, newest first, the watermark is L[k] (0-based: the newest
-    message that was read); k >= |L| gives 0. One window over the batch's members and their
-    conversations' countable messages; `countable_n` is |L| (a counter above it cannot be
-    true and is reported). -#}
+    messages countable for the member (not their own, after their join position), newest first,
+    the watermark is L[k] (0-based: the newest message that was read); k >= |L| gives 0, and
+    k > |L| cannot be true (reported).
+
+    Cost is linear in the batch's messages and members, never their product: each countable
+    message gets its rank r_all in its conversation and r_own among its sender's messages
+    (newest first). For a member u, their own message of rank s sits at index r_all and has
+    r_all - s messages of others before it; the (k+1)-th message of others is at index
+    k + 1 + q, q = u's own messages with r_all - r_own <= k. The same with k - 1 tells whether
+    L[k-1] exists, i.e. whether k <= |L|. Equality joins only, so hash or indexed joins serve. -#}
 {% import "macros.sql" as m %}
-SELECT tm_r.conv AS conv, tm_r.usr AS usr,
-       CAST(MAX(CASE WHEN tm_r.rn = tm_r.k + 1 THEN tm_r.pos END) AS {{ int }}) AS pos,
-       CAST(COUNT(*) AS {{ int }}) AS countable_n
-FROM (
-  SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.k AS k, tm_m.pos AS pos,
-         ROW_NUMBER() OVER (PARTITION BY tm_c.conv, tm_c.usr ORDER BY tm_m.pos DESC) AS rn
-  FROM (SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos,
-               (SELECT MAX(tm_k.{{ ctr.column }}) FROM {{ ctr.table }} tm_k
-                 WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS k
-        FROM ({% include "subjects.sql" %}) tm_s) tm_c
-  JOIN (SELECT {{ msg.conv }} AS conv, {{ msg.id }} AS pos, {{ msg.sender }} AS sender
-        FROM {{ msg.table }} WHERE {{ m.pred(msg.countable) }}) tm_m
-    ON tm_m.conv = tm_c.conv AND tm_m.sender <> tm_c.usr
-   AND (tm_c.join_pos IS NULL OR tm_m.pos > tm_c.join_pos)
+WITH tm_w AS (
+  SELECT {{ msg.conv }} AS conv, {{ msg.id }} AS pos, {{ msg.sender }} AS sender,
+         ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }} ORDER BY {{ msg.id }} DESC) AS r_all,
+         ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }}, {{ msg.sender }} ORDER BY {{ msg.id }} DESC) AS r_own
+  FROM {{ msg.table }}
+  WHERE {{ m.pred(msg.countable) }}{{ m.range(msg.conv, range) }}
+),
+tm_c AS (
+  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos,
+         (SELECT MAX(tm_k.{{ ctr.column }}) FROM {{ ctr.table }} tm_k
+           WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS k
+  FROM ({% with range = range2 %}{% include "subjects.sql" %}{% endwith %}) tm_s
+),
+tm_q AS (
+  SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.join_pos AS join_pos, tm_c.k AS k,
+         COUNT(CASE WHEN tm_o.r_all - tm_o.r_own <= tm_c.k THEN 1 END) AS q_k,
+         COUNT(CASE WHEN tm_o.r_all - tm_o.r_own <= tm_c.k - 1 THEN 1 END) AS q_prev
+  FROM tm_c
+  LEFT JOIN tm_w tm_o ON tm_o.conv = tm_c.conv AND tm_o.sender = tm_c.usr
   WHERE tm_c.k > 0
-) tm_r
-GROUP BY tm_r.conv, tm_r.usr
+  GROUP BY tm_c.conv, tm_c.usr, tm_c.join_pos, tm_c.k
+)
+SELECT tm_q.conv AS conv, tm_q.usr AS usr,
+       CAST(CASE WHEN tm_q.join_pos IS NULL OR tm_at.pos > tm_q.join_pos THEN tm_at.pos END AS {{ int }}) AS pos,
+       CAST(CASE WHEN tm_prev.pos IS NOT NULL AND (tm_q.join_pos IS NULL OR tm_prev.pos > tm_q.join_pos) THEN 1 ELSE 0 END AS {{ int }}) AS representable
+FROM tm_q
+LEFT JOIN tm_w tm_at ON tm_at.conv = tm_q.conv AND tm_at.r_all = tm_q.k + 1 + tm_q.q_k
+LEFT JOIN tm_w tm_prev ON tm_prev.conv = tm_q.conv AND tm_prev.r_all = tm_q.k + tm_q.q_prev

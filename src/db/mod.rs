@@ -119,7 +119,9 @@ impl Dsn {
 
 impl std::fmt::Display for Dsn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&redact(&self.raw))
+        let shown = redact(&self.raw);
+        // The demo's own open mode is not part of what the user named.
+        f.write_str(shown.strip_suffix("?mode=rwc").unwrap_or(&shown))
     }
 }
 

@@ -76,7 +76,7 @@ impl Default for BackfillOptions {
 /// What a backfill did (for a resumed run: all its parts together).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BackfillSummary {
-    /// Members considered (active members, or counter rows without [members]).
+    /// Members considered (active members, or counter rows without `[members]`).
     pub members: u64,
     /// Batches run.
     pub batches: u64,
@@ -135,6 +135,8 @@ pub async fn run(
     dialect: Dialect,
     opts: &BackfillOptions,
 ) -> Result<BackfillSummary> {
+    // Bound every lock wait first: even the preflight must not queue behind a long lock.
+    lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
     schema::preflight(conn, mapping, dialect).await?;
     for (table, what) in [
         (mapping.watermarks.table.as_str(), "watermark"),
@@ -168,7 +170,6 @@ pub async fn run(
     let lock_name = format!("tidemark:backfill:{}", &mapping.fingerprint[..16]);
     let lock = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let result = async {
-        lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
         let (id, lo, summary) = resume_or_start(conn, mapping, dialect, opts).await?;
         let result = run_batches(
             conn,
@@ -430,22 +431,27 @@ async fn plan_batch(
             .fetch_all(&mut *conn)
             .await
             .context("reading backfill evidence")?;
-        let mut ranks: HashMap<(Key, Key), (Option<i64>, i64)> = HashMap::new();
+        // (conv, user) -> (L[k] if it exists, whether k <= |L|)
+        let mut ranks: HashMap<(Key, Key), (Option<i64>, bool)> = HashMap::new();
         if has_counter {
+            // The range appears twice (messages, members): the second copy binds after the first.
+            let first = usize::from(batch.lo.is_some()) + 1;
+            let range2 = batch.params(ctx.dialect, first + 1);
             let rank_sql = render(
                 "backfill_counter_rank.sql",
                 ctx,
-                minijinja::context! { range => range },
+                minijinja::context! { range => range, range2 => range2 },
             )?;
             for r in batch
-                .bind(sqlx::query(&rank_sql))
+                .bind(batch.bind(sqlx::query(&rank_sql)))
                 .fetch_all(&mut *conn)
                 .await
                 .context("ranking messages for counter evidence")?
             {
                 let conv = Key::read(&r, 0, conv_kind)?;
                 let usr = Key::read(&r, 1, user_kind)?;
-                ranks.insert((conv, usr), (r.try_get(2)?, r.try_get(3)?));
+                let representable: i64 = r.try_get(3)?;
+                ranks.insert((conv, usr), (r.try_get(2)?, representable != 0));
             }
         }
         Ok((rows, ranks))
@@ -477,17 +483,17 @@ async fn plan_batch(
                 EvidenceKind::Position | EvidenceKind::Timestamp => chosen = v.map(|v| (v, e.kind)),
                 EvidenceKind::Counter => {
                     if let Some(k) = v {
-                        let (rank_pos, countable) = ranks
+                        let (rank_pos, representable) = ranks
                             .get(&(conv.clone(), usr.clone()))
                             .cloned()
-                            .unwrap_or((None, 0));
+                            .unwrap_or((None, false));
                         // k <= 0: read everything; 0 < k < |L|: L[k]; k >= |L|: nothing read.
                         let value = if k <= 0 {
                             max_pos
                         } else {
                             rank_pos.unwrap_or(0)
                         };
-                        if k < 0 || k > countable {
+                        if k < 0 || (k > 0 && !representable) {
                             summary.unrepresentable_counters += 1;
                         }
                         chosen = Some((value, EvidenceKind::Counter));
