@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 use crate::db::Dsn;
-use crate::error::{EXIT_DRIFT, EXIT_INCOMPLETE, EXIT_OK};
+use crate::error::{EXIT_INCOMPLETE, EXIT_OK};
 use crate::mapping::Mapping;
 use crate::stages::{audit, backfill, expand, status};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,6 +141,28 @@ pub struct AuditArgs {
     /// Write nothing to the database (runs with SELECT privileges only).
     #[arg(long)]
     pub no_ledger: bool,
+    /// Stop after the batch that crosses this much time (e.g. "20m"): exit 4, and `--resume`
+    /// continues the same run.
+    #[arg(long, value_name = "DURATION")]
+    pub run_time: Option<humantime::Duration>,
+    /// Continue the newest incomplete audit (same options) where it stopped.
+    #[arg(long)]
+    pub resume: bool,
+    /// Also write the summary as a Prometheus text file (node_exporter textfile collector).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+    /// Also keep every drifting row in the ledger table tidemark_drift_rows.
+    #[arg(long)]
+    pub store_rows: bool,
+    /// Audit only conversations FROM..TO (inclusive, by conversation key).
+    #[arg(long, value_name = "FROM..TO")]
+    pub conversations: Option<String>,
+    /// Audit a deterministic sample of this percentage of the conversations (by key).
+    #[arg(long, value_name = "PERCENT")]
+    pub sample: Option<f64>,
+    /// Longest lock wait per statement.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub lock_timeout: humantime::Duration,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -216,6 +238,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Audit(args) => {
             let (dsn, mapping) = args.common.resolve()?;
             let mut conn = dsn.connect().await?;
+            let (scope, scope_description) = audit_scope(&args, &mut conn, &mapping, &dsn).await?;
             let opts = audit::AuditOptions {
                 cap: args.cap,
                 report: args.report.clone(),
@@ -225,17 +248,20 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 max_drift_ratio: args.max_drift_ratio,
                 max_abs_drift: args.max_abs_drift,
                 quiet: args.quiet || args.format == Format::Json,
+                run_time: args.run_time.map(Into::into),
+                resume: args.resume,
+                metrics_file: args.metrics_file.clone(),
+                store_rows: args.store_rows,
+                scope,
+                scope_description,
+                lock_timeout: args.lock_timeout.into(),
             };
             let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
             match args.format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&outcome.summary)?),
                 Format::Text => print_audit(&outcome.summary),
             }
-            Ok(if outcome.summary.passed {
-                EXIT_OK
-            } else {
-                EXIT_DRIFT
-            })
+            Ok(outcome.exit_code())
         }
         Command::Status(common) => {
             let (dsn, mapping) = common.resolve()?;
@@ -245,6 +271,51 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// The audit's scope from `--conversations` and `--sample`, with its description.
+async fn audit_scope(
+    args: &AuditArgs,
+    conn: &mut sqlx::AnyConnection,
+    mapping: &Mapping,
+    dsn: &Dsn,
+) -> Result<(crate::stages::Scope, Vec<String>)> {
+    use crate::stages::{Key, Scope};
+    let mut scope = Scope::default();
+    let mut description = Vec::new();
+    if args.conversations.is_none() && args.sample.is_none() {
+        return Ok((scope, description));
+    }
+    let ctx = crate::dialect::SqlContext::new(mapping, dsn.dialect);
+    let (_, conv) = crate::schema::watermark_key_types(conn, mapping, &ctx).await?;
+    if let Some(range) = &args.conversations {
+        let (from, to) = range.split_once("..").ok_or_else(|| {
+            crate::error::input_error(format!(
+                "--conversations {range:?}: expected FROM..TO, e.g. 1..5000"
+            ))
+        })?;
+        let key = |text: &str| -> Result<Option<Key>> {
+            if text.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(match conv.kind {
+                crate::schema::KeyKind::Integer => Key::Int(text.parse().map_err(|_| {
+                    crate::error::input_error(format!(
+                        "--conversations {range:?}: {text:?} is not an integer, and the conversation key is"
+                    ))
+                })?),
+                crate::schema::KeyKind::Text => Key::Text(text.to_string()),
+            }))
+        };
+        scope.from = key(from)?;
+        scope.to = key(to)?;
+        description.push(format!("conversations {range}"));
+    }
+    if let Some(percent) = args.sample {
+        scope.sample_sql = Some(Scope::sample(dsn.dialect, conv.kind, percent)?);
+        description.push(format!("sample {percent}% of conversations (by key)"));
+    }
+    Ok((scope, description))
 }
 
 /// Prints what expand did.
@@ -344,7 +415,21 @@ pub fn print_audit(s: &audit::AuditSummary) {
             println!("  {:<22} {:>8}  {examples}", class.as_str(), n);
         }
     }
-    println!("  report: {} (sha256 {})", s.report, s.report_sha256);
+    if !s.scope.is_empty() {
+        println!("  scope: {}", s.scope.join("; "));
+    }
+    if s.parts > 1 {
+        println!("  this run took {} parts (--resume)", s.parts);
+    }
+    if !s.complete {
+        println!(
+            "  INCOMPLETE: stopped at --run-time after conversation {}; run the same command with --resume to continue",
+            s.checkpoint.as_ref().map(|k| k.to_string()).unwrap_or_default()
+        );
+        println!("  rows so far are kept in {}.partial", s.report);
+    } else {
+        println!("  report: {} (sha256 {})", s.report, s.report_sha256);
+    }
     if s.passed {
         println!("  PASS: drift within tolerance");
     } else {
@@ -384,9 +469,10 @@ pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
     }
     println!("  last audits:");
     println!(
-        "    {:>5}  {:<20}  {:<6}  {:>10}  {:>9}  same mapping",
+        "    {:>5}  {:<20}  {:<10}  {:>10}  {:>9}  same mapping",
         "run", "started (UTC)", "result", "checked", "drifting"
     );
+    let mut trend = Vec::new();
     for a in &s.audits {
         let summary: serde_json::Value = a
             .summary
@@ -398,8 +484,14 @@ pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
             ("done", Some(_)) => "fail",
             (other, _) => other,
         };
+        let drifting = summary["drifting_rows"].as_u64();
+        if a.status == "done" && a.fingerprint == mapping.fingerprint {
+            if let Some(d) = drifting {
+                trend.push(d);
+            }
+        }
         println!(
-            "    {:>5}  {:<20}  {:<6}  {:>10}  {:>9}  {}",
+            "    {:>5}  {:<20}  {:<10}  {:>10}  {:>9}  {}",
             a.id,
             when(a.started_ms),
             result,
@@ -407,16 +499,29 @@ pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
                 .as_u64()
                 .map(|v| v.to_string())
                 .unwrap_or_default(),
-            summary["drifting_rows"]
-                .as_u64()
-                .map(|v| v.to_string())
-                .unwrap_or_default(),
+            drifting.map(|v| v.to_string()).unwrap_or_default(),
             if a.fingerprint == mapping.fingerprint {
                 "yes"
             } else {
                 "no"
             }
         );
+    }
+    if trend.len() > 1 {
+        trend.reverse();
+        let direction = match trend.last().cmp(&trend.first()) {
+            std::cmp::Ordering::Less => "falling",
+            std::cmp::Ordering::Greater => "rising",
+            std::cmp::Ordering::Equal => "flat",
+        };
+        let list: Vec<String> = trend.iter().map(u64::to_string).collect();
+        println!(
+            "  drifting rows, oldest to newest: {} ({direction})",
+            list.join(" -> ")
+        );
+    }
+    if let Some((newer, older, new, fixed)) = s.changes {
+        println!("  since audit #{older}, audit #{newer} found {new} newly drifting rows and {fixed} fixed (--store-rows)");
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Entry {
     pub tool_version: String,
     /// The checkpoint after the last finished batch (JSON), for resumable runs.
     pub checkpoint: Option<String>,
+    /// The run's options (JSON).
+    pub options: Option<String>,
 }
 
 /// Records the start of a run and returns its id.
@@ -118,7 +120,7 @@ pub async fn recent(
     dialect: Dialect,
 ) -> Result<Vec<Entry>> {
     let sql = format!(
-        "SELECT id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}), report_path, report_sha256, tool_version, checkpoint \
+        "SELECT id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}), report_path, report_sha256, tool_version, checkpoint, options \
          FROM {LEDGER_TABLE} WHERE stage = {} ORDER BY id DESC LIMIT {limit}",
         dialect.placeholder(1),
         int = dialect.int_cast()
@@ -142,6 +144,7 @@ pub async fn recent(
                 report_sha256: text(r, 9)?,
                 tool_version: text(r, 10)?.unwrap_or_default(),
                 checkpoint: text(r, 11)?,
+                options: text(r, 12)?,
             })
         })
         .collect()
@@ -187,4 +190,84 @@ pub async fn set_status(
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+/// A drifting row as `--store-rows` keeps it in `tidemark_drift_rows`.
+#[derive(Debug, Clone)]
+pub struct DriftRow {
+    /// Conversation key, as text.
+    pub conversation: String,
+    /// User key (per_member) or message position (per_message), as text.
+    pub subject: String,
+    /// Stored value (clamped under a cap); None for NULL.
+    pub stored: Option<i64>,
+    /// Recomputed value.
+    pub recomputed: i64,
+    /// stored - recomputed.
+    pub drift: Option<i64>,
+    /// The class.
+    pub class: &'static str,
+}
+
+/// The drift rows table (`--store-rows`).
+pub const DRIFT_ROWS_TABLE: &str = "tidemark_drift_rows";
+
+/// Inserts one batch's drifting rows for run `id` (multi-row statements of 1000 rows).
+pub async fn store_rows(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    id: i64,
+    rows: &[DriftRow],
+) -> Result<()> {
+    for chunk in rows.chunks(1000) {
+        let mut n = 0;
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|_| {
+                let p: Vec<String> = (0..7)
+                    .map(|_| {
+                        n += 1;
+                        dialect.placeholder(n)
+                    })
+                    .collect();
+                format!("({})", p.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO {DRIFT_ROWS_TABLE} (run_id, conversation_id, subject, stored, recomputed, drift, class) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for r in chunk {
+            q = q
+                .bind(id)
+                .bind(r.conversation.clone())
+                .bind(r.subject.clone())
+                .bind(r.stored)
+                .bind(r.recomputed)
+                .bind(r.drift)
+                .bind(r.class.to_string());
+        }
+        q.execute(&mut *conn)
+            .await
+            .context("storing drifting rows")?;
+    }
+    Ok(())
+}
+
+/// What changed between two audits that stored their rows: (new rows, fixed rows).
+pub async fn drift_changes(conn: &mut AnyConnection, newer: i64, older: i64) -> Result<(i64, i64)> {
+    let count = |a: i64, b: i64| {
+        format!(
+            "SELECT COUNT(*) FROM {DRIFT_ROWS_TABLE} a WHERE a.run_id = {a} AND NOT EXISTS \
+             (SELECT 1 FROM {DRIFT_ROWS_TABLE} b WHERE b.run_id = {b} AND b.conversation_id = a.conversation_id AND b.subject = a.subject)"
+        )
+    };
+    let new: i64 = sqlx::query_scalar(&count(newer, older))
+        .fetch_one(&mut *conn)
+        .await?;
+    let fixed: i64 = sqlx::query_scalar(&count(older, newer))
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok((new, fixed))
 }

@@ -11,6 +11,7 @@ pub mod demo;
 pub mod dialect;
 pub mod drift;
 pub mod error;
+pub mod gate;
 pub mod generate;
 pub mod ledger;
 pub mod lock;

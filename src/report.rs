@@ -95,6 +95,35 @@ impl ReportWriter {
         Ok(())
     }
 
+    /// Copies the data rows (not the header) of an earlier part's report, written by
+    /// [`ReportWriter::finish_as`], so a resumed run's report covers all its parts.
+    ///
+    /// Errors (exit 2): the part report is missing (it was moved or deleted).
+    pub fn append_rows_from(&mut self, part: &Path) -> Result<()> {
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .from_path(part)
+            .map_err(|e| {
+                crate::error::input_error(format!(
+                    "the report of the earlier part, {}, cannot be read ({e}): run the audit again without --resume",
+                    part.display()
+                ))
+            })?;
+        for record in reader.records() {
+            let record = record.context("reading the earlier part's report")?;
+            self.csv
+                .write_record(&record)
+                .context("writing the report")?;
+        }
+        Ok(())
+    }
+
+    /// Like [`ReportWriter::finish`], but into `path` (an incomplete run's part report).
+    pub fn finish_as(mut self, path: &Path) -> Result<String> {
+        self.dest = path.to_path_buf();
+        self.finish()
+    }
+
     /// Flushes, fsyncs and renames the report into place; returns its SHA-256 (hex).
     ///
     /// Errors (exit 3): disk full, rename across file systems refused.

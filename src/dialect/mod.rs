@@ -263,6 +263,42 @@ const TEMPLATES: &[(&str, &str)] = &[
         "sqlite/column_type.sql",
         include_str!("../../sql/sqlite/column_type.sql"),
     ),
+    (
+        "contract_archive.sql",
+        include_str!("../../sql/common/contract_archive.sql"),
+    ),
+    (
+        "contract_checksum.sql",
+        include_str!("../../sql/common/contract_checksum.sql"),
+    ),
+    (
+        "contract_missing.sql",
+        include_str!("../../sql/common/contract_missing.sql"),
+    ),
+    (
+        "contract_archive_rows.sql",
+        include_str!("../../sql/common/contract_archive_rows.sql"),
+    ),
+    (
+        "postgres/contract_columns.sql",
+        include_str!("../../sql/postgres/contract_columns.sql"),
+    ),
+    (
+        "mysql/contract_columns.sql",
+        include_str!("../../sql/mysql/contract_columns.sql"),
+    ),
+    (
+        "sqlite/contract_columns.sql",
+        include_str!("../../sql/sqlite/contract_columns.sql"),
+    ),
+    (
+        "postgres/contract_statements.sql",
+        include_str!("../../sql/postgres/contract_statements.sql"),
+    ),
+    (
+        "mysql/contract_statements.sql",
+        include_str!("../../sql/mysql/contract_statements.sql"),
+    ),
 ];
 
 fn env() -> &'static Environment<'static> {
@@ -281,13 +317,20 @@ fn env() -> &'static Environment<'static> {
 }
 
 /// Bind placeholders for a batch's conversation range, in the order the templates use them:
-/// `lo` (exclusive) then `hi` (inclusive); either may be absent.
+/// `lo` (exclusive), `hi` (inclusive), then the scope's `from` and `to` (inclusive); any may
+/// be absent.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RangeParams {
     /// Placeholder for the exclusive lower bound.
     pub lo: Option<String>,
     /// Placeholder for the inclusive upper bound.
     pub hi: Option<String>,
+    /// Placeholder for the scope's inclusive lowest conversation (`--conversations`).
+    pub from: Option<String>,
+    /// Placeholder for the scope's inclusive highest conversation.
+    pub to: Option<String>,
+    /// The sample predicate over `{col}` (`--sample`).
+    pub sample: Option<String>,
 }
 
 /// Renders the statement `name` (a `sql/` file; `{dialect}/` is tried first) with the

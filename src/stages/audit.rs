@@ -6,13 +6,13 @@
 //! table. The summary goes into the ledger with the report's SHA-256.
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use super::{begin_snapshot, commit, next_batch, rollback, BatchUnit, Key};
+use super::{begin_snapshot, commit, next_batch, rollback, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::drift::{classify, Facts, Membership};
 use crate::error::input_error;
@@ -41,6 +41,21 @@ pub struct AuditOptions {
     pub max_abs_drift: i64,
     /// No progress output.
     pub quiet: bool,
+    /// Stop after the batch that crosses this much time; the run is recorded as incomplete
+    /// (exit 4) and `resume` continues it.
+    pub run_time: Option<Duration>,
+    /// Continue the newest incomplete audit of this mapping with the same options.
+    pub resume: bool,
+    /// Write a Prometheus text-format file (node_exporter's textfile collector) at the end.
+    pub metrics_file: Option<PathBuf>,
+    /// Also write every drifting row into `tidemark_drift_rows` with the run id.
+    pub store_rows: bool,
+    /// `--conversations FROM..TO` and `--sample`.
+    pub scope: Scope,
+    /// How the scope was given, for the summary and the ledger (e.g. "conversations 1..500").
+    pub scope_description: Vec<String>,
+    /// The longest lock wait of one statement.
+    pub lock_timeout: Duration,
 }
 
 impl Default for AuditOptions {
@@ -54,12 +69,19 @@ impl Default for AuditOptions {
             max_drift_ratio: 0.0,
             max_abs_drift: 0,
             quiet: true,
+            run_time: None,
+            resume: false,
+            metrics_file: None,
+            store_rows: false,
+            scope: Scope::default(),
+            scope_description: Vec::new(),
+            lock_timeout: Duration::from_secs(2),
         }
     }
 }
 
 /// An example row of a class, for the human summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Example {
     /// Conversation key.
     pub conversation: String,
@@ -72,7 +94,8 @@ pub struct Example {
 }
 
 /// The audit's result (what the ledger, `--format json` and the exit code rest on).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AuditSummary {
     /// Shape audited.
     pub shape: String,
@@ -104,19 +127,49 @@ pub struct AuditSummary {
     pub duration_ms: u64,
     /// The ledger run id (None with `--no-ledger`).
     pub ledger_id: Option<i64>,
+    /// Whether every row in scope was covered (false: stopped at `--run-time`).
+    pub complete: bool,
+    /// Parts the run took (1, plus one per `--resume`).
+    pub parts: u64,
+    /// The scope, when not the whole table (`--conversations`, `--sample`).
+    pub scope: Vec<String>,
+    /// The last conversation covered (the checkpoint), for an incomplete run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Key>,
 }
 
 /// The outcome of [`run`].
 #[derive(Debug, Clone)]
 pub struct AuditOutcome {
-    /// The summary.
+    /// The summary (of every part of a resumed run).
     pub summary: AuditSummary,
+}
+
+impl AuditOutcome {
+    /// The exit code: 1 when drift is above tolerance, else 4 when the run stopped at
+    /// `--run-time` before covering every row, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if !self.summary.passed {
+            crate::error::EXIT_DRIFT
+        } else if !self.summary.complete {
+            crate::error::EXIT_INCOMPLETE
+        } else {
+            crate::error::EXIT_OK
+        }
+    }
+}
+
+/// The part report of an incomplete run, beside the final one.
+fn partial_path(report: &Path) -> PathBuf {
+    let mut name = report.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    report.with_file_name(name)
 }
 
 /// Runs the audit and writes the report.
 ///
-/// Errors: exit 2 when the mapping does not match the database or the watermark table is
-/// missing (run `expand`); exit 3 on database or I/O failure (no report appears under the final
+/// Errors: exit 2 when the mapping does not match the database, the watermark table is
+/// missing (run `expand`), or `--resume` finds no incomplete run with the same options; exit 3 on database or I/O failure (no report appears under the final
 /// name, and the ledger records the run as failed).
 pub async fn run(
     conn: &mut AnyConnection,
@@ -132,6 +185,7 @@ pub async fn run(
             )));
         }
     }
+    crate::lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
     schema::preflight(conn, mapping, dialect).await?;
     if !schema::table_exists(conn, dialect, &mapping.watermarks.table).await? {
         return Err(input_error(format!(
@@ -148,18 +202,19 @@ pub async fn run(
     let options = serde_json::json!({
         "cap": opts.cap, "report": opts.report.display().to_string(), "batch_size": opts.batch_size,
         "max_drift_rows": opts.max_drift_rows, "max_drift_ratio": opts.max_drift_ratio,
-        "max_abs_drift": opts.max_abs_drift,
+        "max_abs_drift": opts.max_abs_drift, "scope": opts.scope_description,
+        "store_rows": opts.store_rows,
     });
-    let ledger_id = if opts.ledger {
-        if !schema::table_exists(conn, dialect, ledger::LEDGER_TABLE).await? {
-            return Err(input_error(
-                "the ledger table tidemark_ledger does not exist: run `tidemark expand`, or audit with --no-ledger",
-            ));
-        }
-        Some(ledger::start(conn, dialect, "audit", &mapping.fingerprint, &options).await?)
-    } else {
-        None
-    };
+    if opts.store_rows && !opts.ledger {
+        return Err(input_error(
+            "--store-rows writes into the ledger: it cannot go with --no-ledger",
+        ));
+    }
+    if opts.resume && !opts.ledger {
+        return Err(input_error(
+            "--resume continues a run recorded in the ledger: it cannot go with --no-ledger",
+        ));
+    }
     let mut summary = AuditSummary {
         shape: match shape {
             Shape::PerMember => "per_member".into(),
@@ -171,28 +226,80 @@ pub async fn run(
             .collect(),
         cap: opts.cap,
         report: opts.report.display().to_string(),
-        ledger_id,
+        scope: opts.scope_description.clone(),
+        parts: 1,
         ..Default::default()
     };
-    let result = audit_batches(conn, &ctx, shape, opts, user_kind, conv_kind, &mut summary).await;
-    summary.duration_ms = started.elapsed().as_millis() as u64;
+    let mut lo: Option<Key> = None;
+    let ledger_id = if opts.ledger {
+        if !schema::table_exists(conn, dialect, ledger::LEDGER_TABLE).await? {
+            return Err(input_error(
+                "the ledger table tidemark_ledger does not exist: run `tidemark expand`, or audit with --no-ledger",
+            ));
+        }
+        if opts.resume {
+            let (id, previous) =
+                find_incomplete(conn, dialect, &mapping.fingerprint, &options).await?;
+            lo = previous.checkpoint.clone();
+            summary = previous;
+            summary.parts += 1;
+            ledger::set_status(conn, dialect, id, "running").await?;
+            Some(id)
+        } else {
+            Some(ledger::start(conn, dialect, "audit", &mapping.fingerprint, &options).await?)
+        }
+    } else {
+        None
+    };
+    summary.ledger_id = ledger_id;
+    let previous_ms = summary.duration_ms;
+    let result = audit_batches(
+        conn,
+        &ctx,
+        shape,
+        opts,
+        user_kind,
+        conv_kind,
+        lo,
+        &mut summary,
+    )
+    .await;
+    summary.duration_ms = previous_ms + started.elapsed().as_millis() as u64;
     match result {
         Ok(sha) => {
-            summary.report_sha256 = sha;
+            summary.report_sha256 = sha.unwrap_or_default();
             summary.crossed = crossed(&summary, opts);
             summary.passed = summary.crossed.is_empty();
             if let Some(id) = ledger_id {
+                let status = if summary.complete {
+                    "done"
+                } else {
+                    "incomplete"
+                };
+                let (path, sha) = if summary.complete {
+                    (
+                        Some(summary.report.as_str()),
+                        Some(summary.report_sha256.as_str()),
+                    )
+                } else {
+                    (None, None)
+                };
+                // An incomplete run has not passed yet: the gate must not count it.
+                let passed = summary.complete.then_some(summary.passed);
                 ledger::finish(
                     conn,
                     dialect,
                     id,
-                    "done",
+                    status,
                     &serde_json::to_value(&summary)?,
-                    Some(summary.passed),
-                    Some(&summary.report),
-                    Some(&summary.report_sha256),
+                    passed,
+                    path,
+                    sha,
                 )
                 .await?;
+            }
+            if let Some(path) = &opts.metrics_file {
+                write_metrics(path, &summary, &mapping.fingerprint)?;
             }
             Ok(AuditOutcome { summary })
         }
@@ -213,6 +320,131 @@ pub async fn run(
             Err(e)
         }
     }
+}
+
+/// The newest audit of this mapping, which must be incomplete and have the same options.
+///
+/// Errors (exit 2): no incomplete audit, or one with other options (the message names them).
+async fn find_incomplete(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    fingerprint: &str,
+    options: &serde_json::Value,
+) -> Result<(i64, AuditSummary)> {
+    let last = ledger::recent(conn, "audit", 1, dialect)
+        .await?
+        .into_iter()
+        .next();
+    let Some(last) = last.filter(|l| l.status == "incomplete") else {
+        return Err(input_error(
+            "--resume: the newest audit is not an incomplete one: run the audit without --resume",
+        ));
+    };
+    if last.fingerprint != fingerprint {
+        return Err(input_error(format!(
+            "--resume: audit run #{} was made under another mapping: run the audit without --resume",
+            last.id
+        )));
+    }
+    let stored: serde_json::Value = last
+        .options
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    if &stored != options {
+        return Err(input_error(format!(
+            "--resume: audit run #{} ran with other options ({stored}); resume with the same options, or run without --resume",
+            last.id
+        )));
+    }
+    let summary: AuditSummary = last
+        .summary
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .context("reading the incomplete audit's summary")?
+        .unwrap_or_default();
+    Ok((last.id, summary))
+}
+
+/// Writes the summary as Prometheus text format (atomically: a temporary file renamed into
+/// place, as node_exporter's textfile collector asks).
+pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result<()> {
+    use std::fmt::Write as _;
+    let labels = format!(
+        "mapping=\"{}\",shape=\"{}\"",
+        &fingerprint[..12.min(fingerprint.len())],
+        s.shape
+    );
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, extra: &str, value: String| {
+        if !out.contains(&format!("# TYPE {name} ")) {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        }
+        let _ = writeln!(out, "{name}{{{labels}{extra}}} {value}");
+    };
+    gauge(
+        "tidemark_audit_rows_checked",
+        "Rows compared by the last audit.",
+        "",
+        s.rows_checked.to_string(),
+    );
+    gauge(
+        "tidemark_audit_drifting_rows_total",
+        "Drifting rows found by the last audit.",
+        "",
+        s.drifting_rows.to_string(),
+    );
+    for (class, n) in &s.by_class {
+        gauge(
+            "tidemark_audit_drifting_rows",
+            "Drifting rows per drift class.",
+            &format!(",class=\"{class}\""),
+            n.to_string(),
+        );
+    }
+    gauge(
+        "tidemark_audit_abs_drift_sum",
+        "Sum of |stored - recomputed| over drifting rows.",
+        "",
+        s.sum_abs_drift.to_string(),
+    );
+    gauge(
+        "tidemark_audit_abs_drift_max",
+        "Largest |stored - recomputed|.",
+        "",
+        s.max_abs_drift.to_string(),
+    );
+    gauge(
+        "tidemark_audit_duration_seconds",
+        "Wall time of the audit (all parts).",
+        "",
+        format!("{:.3}", s.duration_ms as f64 / 1000.0),
+    );
+    gauge(
+        "tidemark_audit_passed",
+        "1 when drift was within tolerance.",
+        "",
+        u8::from(s.passed).to_string(),
+    );
+    gauge(
+        "tidemark_audit_complete",
+        "1 when every row in scope was covered.",
+        "",
+        u8::from(s.complete).to_string(),
+    );
+    gauge(
+        "tidemark_audit_timestamp_seconds",
+        "When the audit finished (Unix time).",
+        "",
+        format!("{:.3}", super::now_ms() as f64 / 1000.0),
+    );
+    let tmp = path.with_extension(format!("prom.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, out)
+        .with_context(|| format!("writing the metrics file {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("moving the metrics file into place at {}", path.display()))?;
+    Ok(())
 }
 
 /// The tolerance limits the summary crosses, each as a sentence.
@@ -244,6 +476,7 @@ fn crossed(s: &AuditSummary, opts: &AuditOptions) -> Vec<String> {
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn audit_batches(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
@@ -251,9 +484,19 @@ async fn audit_batches(
     opts: &AuditOptions,
     user_kind: KeyKind,
     conv_kind: KeyKind,
+    mut lo: Option<Key>,
     summary: &mut AuditSummary,
-) -> Result<String> {
+) -> Result<Option<String>> {
+    let started = Instant::now();
+    let partial = partial_path(&opts.report);
     let mut report = ReportWriter::create(&opts.report, shape)?;
+    if lo.is_some() {
+        // Rows of the earlier parts come first.
+        if let Err(e) = report.append_rows_from(&partial) {
+            report.abandon();
+            return Err(e);
+        }
+    }
     let unit = match shape {
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
@@ -266,16 +509,28 @@ async fn audit_batches(
         let sql = render(
             "audit_count.sql",
             ctx,
-            minijinja::context! { range => crate::dialect::RangeParams::default() },
+            minijinja::context! { range => super::scope_params(ctx.dialect, &opts.scope) },
         )?;
-        let n: i64 = sqlx::query_scalar(&sql).fetch_one(&mut *conn).await?;
+        let n: i64 = super::bind_scope(&opts.scope, sqlx::query(&sql))
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get(0)?;
         n.max(0) as u64
     };
     let mut progress = Progress::new("audit", "rows", total, opts.quiet);
-    let mut lo: Option<Key> = None;
+    progress.advance(summary.rows_checked);
+    let mut stopped = false;
     let result: Result<()> = async {
-        while let Some(batch) =
-            next_batch(conn, ctx, unit, conv_kind, lo.clone(), opts.batch_size).await?
+        while let Some(batch) = next_batch(
+            conn,
+            ctx,
+            unit,
+            conv_kind,
+            lo.clone(),
+            opts.batch_size,
+            &opts.scope,
+        )
+        .await?
         {
             let range = batch.params(ctx.dialect, 1);
             let count_sql = render(
@@ -314,8 +569,9 @@ async fn audit_batches(
                 }
             };
             summary.rows_checked += checked.max(0) as u64;
+            let mut drifting = Vec::new();
             for row in &rows {
-                record_row(
+                if let Some(d) = record_row(
                     row,
                     shape,
                     opts.cap,
@@ -323,23 +579,46 @@ async fn audit_batches(
                     conv_kind,
                     summary,
                     &mut report,
-                )?;
+                )? {
+                    drifting.push(d);
+                }
+            }
+            if opts.store_rows && !drifting.is_empty() {
+                if let Some(id) = summary.ledger_id {
+                    ledger::store_rows(conn, ctx.dialect, id, &drifting).await?;
+                }
             }
             summary.batches += 1;
             progress.advance(checked.max(0) as u64);
             lo = Some(batch.hi);
+            if opts
+                .run_time
+                .is_some_and(|limit| started.elapsed() >= limit)
+            {
+                stopped = true;
+                break;
+            }
         }
         Ok(())
     }
     .await;
     progress.finish();
-    match result {
-        Ok(()) => report.finish(),
-        Err(e) => {
-            report.abandon();
-            Err(e)
-        }
+    if let Err(e) = result {
+        report.abandon();
+        return Err(e);
     }
+    if stopped {
+        // Keep what this part covered for the next one; the final name stays untouched.
+        summary.complete = false;
+        summary.checkpoint = lo;
+        report.finish_as(&partial)?;
+        return Ok(None);
+    }
+    summary.complete = true;
+    summary.checkpoint = None;
+    let sha = report.finish()?;
+    let _ = std::fs::remove_file(&partial);
+    Ok(Some(sha))
 }
 
 fn record_row(
@@ -350,7 +629,7 @@ fn record_row(
     conv_kind: KeyKind,
     summary: &mut AuditSummary,
     report: &mut ReportWriter,
-) -> Result<()> {
+) -> Result<Option<ledger::DriftRow>> {
     let conv = Key::read(row, 0, conv_kind)?;
     let (subject, stored, recomputed): (Key, Option<i64>, i64) = match shape {
         Shape::PerMember => (
@@ -396,7 +675,7 @@ fn record_row(
         ),
     };
     let Some(d) = classify(&facts, cap) else {
-        return Ok(());
+        return Ok(None);
     };
     summary.drifting_rows += 1;
     let abs = d.drift.map(i64::abs).unwrap_or(0);
@@ -430,5 +709,13 @@ fn record_row(
         cells.push(cell(last_read));
         cells.push(source.unwrap_or_default());
     }
-    report.row(&cells)
+    report.row(&cells)?;
+    Ok(Some(ledger::DriftRow {
+        conversation: conv.to_string(),
+        subject: subject.to_string(),
+        stored: d.stored,
+        recomputed: d.recomputed,
+        drift: d.drift,
+        class: d.class.as_str(),
+    }))
 }

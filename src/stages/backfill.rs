@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{begin_snapshot, begin_write, commit, next_batch, rollback, Batch, BatchUnit, Key};
+use super::{
+    begin_snapshot, begin_write, commit, next_batch, rollback, Batch, BatchUnit, Key, Scope,
+};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
 use crate::ledger;
@@ -304,7 +306,7 @@ async fn run_batches(
                 }
                 progress.message("");
             }
-            let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size).await? else {
+            let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size, &Scope::default()).await? else {
                 break;
             };
             let t0 = Instant::now();
@@ -435,8 +437,7 @@ async fn plan_batch(
         let mut ranks: HashMap<(Key, Key), (Option<i64>, bool)> = HashMap::new();
         if has_counter {
             // The range appears twice (messages, members): the second copy binds after the first.
-            let first = usize::from(batch.lo.is_some()) + 1;
-            let range2 = batch.params(ctx.dialect, first + 1);
+            let range2 = batch.params(ctx.dialect, batch.param_count() + 1);
             let rank_sql = render(
                 "backfill_counter_rank.sql",
                 ctx,

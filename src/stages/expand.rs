@@ -11,39 +11,48 @@ use crate::mapping::Mapping;
 use crate::migrate::{SqlxMigrator, HISTORY_TABLE};
 use crate::schema;
 
+/// The migration files of one dialect folder: (refinery name, template), in version order.
+macro_rules! migrations_of {
+    ($dialect:literal) => {
+        [
+            (
+                "V1__watermarks",
+                include_str!(concat!(
+                    "../../migrations/",
+                    $dialect,
+                    "/V1__watermarks.sql"
+                )),
+            ),
+            (
+                "V2__ledger",
+                include_str!(concat!("../../migrations/", $dialect, "/V2__ledger.sql")),
+            ),
+            (
+                "V3__counter_archive",
+                include_str!(concat!(
+                    "../../migrations/",
+                    $dialect,
+                    "/V3__counter_archive.sql"
+                )),
+            ),
+            (
+                "V4__drift_rows",
+                include_str!(concat!(
+                    "../../migrations/",
+                    $dialect,
+                    "/V4__drift_rows.sql"
+                )),
+            ),
+        ]
+    };
+}
+
 /// The migration files, per dialect: (refinery name, template).
-fn sources(dialect: Dialect) -> [(&'static str, &'static str); 2] {
+fn sources(dialect: Dialect) -> [(&'static str, &'static str); 4] {
     match dialect {
-        Dialect::Postgres => [
-            (
-                "V1__watermarks",
-                include_str!("../../migrations/postgres/V1__watermarks.sql"),
-            ),
-            (
-                "V2__ledger",
-                include_str!("../../migrations/postgres/V2__ledger.sql"),
-            ),
-        ],
-        Dialect::Mysql => [
-            (
-                "V1__watermarks",
-                include_str!("../../migrations/mysql/V1__watermarks.sql"),
-            ),
-            (
-                "V2__ledger",
-                include_str!("../../migrations/mysql/V2__ledger.sql"),
-            ),
-        ],
-        Dialect::Sqlite => [
-            (
-                "V1__watermarks",
-                include_str!("../../migrations/sqlite/V1__watermarks.sql"),
-            ),
-            (
-                "V2__ledger",
-                include_str!("../../migrations/sqlite/V2__ledger.sql"),
-            ),
-        ],
+        Dialect::Postgres => migrations_of!("postgres"),
+        Dialect::Mysql => migrations_of!("mysql"),
+        Dialect::Sqlite => migrations_of!("sqlite"),
     }
 }
 

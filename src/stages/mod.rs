@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod backfill;
+pub mod contract;
 pub mod expand;
 pub mod status;
 
@@ -68,8 +69,47 @@ pub fn text(row: &AnyRow, idx: usize) -> Result<Option<String>> {
     }
 }
 
-/// One batch: the conversations in (`lo`, `hi`], whole conversations only.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which conversations a run covers beyond its batches: `--conversations FROM..TO` (both
+/// inclusive) and a deterministic `--sample` by conversation key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scope {
+    /// Lowest conversation covered (inclusive).
+    pub from: Option<Key>,
+    /// Highest conversation covered (inclusive).
+    pub to: Option<Key>,
+    /// An SQL predicate over `{col}` (the conversation column) that keeps the sample.
+    pub sample_sql: Option<String>,
+}
+
+impl Scope {
+    /// The deterministic sample predicate for `percent` of the conversations: a hash of the
+    /// key (the key itself for integers) modulo 10 000 below percent × 100. The same key is
+    /// always in or out, so scheduled samples are comparable run to run.
+    ///
+    /// Errors (exit 2): a percentage outside (0, 100], or text keys on SQLite (no built-in hash).
+    pub fn sample(dialect: Dialect, kind: KeyKind, percent: f64) -> Result<String> {
+        if !(percent > 0.0 && percent <= 100.0) {
+            return Err(crate::error::input_error(format!(
+                "--sample {percent}: a percentage in (0, 100]"
+            )));
+        }
+        let basis = (percent * 100.0).round() as i64;
+        let hash = match (kind, dialect) {
+            (KeyKind::Integer, _) => "ABS({col})".to_string(),
+            (KeyKind::Text, Dialect::Postgres) => "ABS(CAST(hashtext(CAST({col} AS TEXT)) AS BIGINT))".to_string(),
+            (KeyKind::Text, Dialect::Mysql) => "CRC32({col})".to_string(),
+            (KeyKind::Text, Dialect::Sqlite) => {
+                return Err(crate::error::input_error(
+                    "--sample needs integer conversation keys on SQLite (SQLite has no built-in hash for text keys)",
+                ))
+            }
+        };
+        Ok(format!("MOD({hash}, 10000) < {basis}"))
+    }
+}
+
+/// One batch: the conversations in (`lo`, `hi`], whole conversations only, within a scope.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     /// Exclusive lower bound; None for the first batch.
     pub lo: Option<Key>,
@@ -77,29 +117,75 @@ pub struct Batch {
     pub hi: Key,
     /// Rows (members or messages) the batch holds.
     pub rows: u64,
+    /// The run's scope.
+    pub scope: Scope,
 }
 
 impl Batch {
-    /// The range placeholders for this batch, starting at parameter `first` (1-based).
+    /// The range placeholders for this batch, starting at parameter `first` (1-based), in the
+    /// order `sql/common/macros.sql` uses them: lo, hi, from, to.
     pub fn params(&self, dialect: Dialect, first: usize) -> RangeParams {
-        let lo = self.lo.as_ref().map(|_| dialect.placeholder(first));
-        let hi_n = first + usize::from(self.lo.is_some());
-        RangeParams {
-            lo,
-            hi: Some(dialect.placeholder(hi_n)),
-        }
+        range_params(dialect, first, self.lo.is_some(), true, &self.scope)
     }
 
-    /// Binds lo (if any) and hi, in the order [`Batch::params`] placed them.
+    /// How many parameters [`Batch::params`] places.
+    pub fn param_count(&self) -> usize {
+        self.bound_keys().count()
+    }
+
+    fn bound_keys(&self) -> impl Iterator<Item = &Key> {
+        self.lo
+            .iter()
+            .chain(std::iter::once(&self.hi))
+            .chain(self.scope.from.iter())
+            .chain(self.scope.to.iter())
+    }
+
+    /// Binds lo, hi, from, to (those present), in the order [`Batch::params`] placed them.
     pub fn bind<'q>(
         &self,
         mut q: Query<'q, Any, AnyArguments<'q>>,
     ) -> Query<'q, Any, AnyArguments<'q>> {
-        if let Some(lo) = &self.lo {
-            q = lo.bind(q);
+        for key in self.bound_keys() {
+            q = key.bind(q);
         }
-        self.hi.bind(q)
+        q
     }
+}
+
+/// Placeholders for a range filter: lo, hi, from, to (each only when present).
+fn range_params(dialect: Dialect, first: usize, lo: bool, hi: bool, scope: &Scope) -> RangeParams {
+    let mut n = first;
+    let mut next = |present: bool| {
+        present.then(|| {
+            let p = dialect.placeholder(n);
+            n += 1;
+            p
+        })
+    };
+    RangeParams {
+        lo: next(lo),
+        hi: next(hi),
+        from: next(scope.from.is_some()),
+        to: next(scope.to.is_some()),
+        sample: scope.sample_sql.clone(),
+    }
+}
+
+/// The range filter for a whole run within `scope` (no batch bounds), from parameter 1.
+pub fn scope_params(dialect: Dialect, scope: &Scope) -> RangeParams {
+    range_params(dialect, 1, false, false, scope)
+}
+
+/// Binds a scope's from and to.
+pub fn bind_scope<'q>(
+    scope: &Scope,
+    mut q: Query<'q, Any, AnyArguments<'q>>,
+) -> Query<'q, Any, AnyArguments<'q>> {
+    for key in scope.from.iter().chain(scope.to.iter()) {
+        q = key.bind(q);
+    }
+    q
 }
 
 /// What a batch counts: decides which rows `sql/common/batch_bounds.sql` groups.
@@ -113,9 +199,9 @@ pub enum BatchUnit {
     Messages,
 }
 
-/// Finds the next batch after `lo`: whole conversations in key order until `batch_size` rows
-/// are reached (a conversation larger than that is a batch of its own). None when no
-/// conversation is left.
+/// Finds the next batch after `lo` within `scope`: whole conversations in key order until
+/// `batch_size` rows are reached (a conversation larger than that is a batch of its own). None
+/// when no conversation is left.
 pub async fn next_batch(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
@@ -123,11 +209,9 @@ pub async fn next_batch(
     conv_kind: KeyKind,
     lo: Option<Key>,
     batch_size: u64,
+    scope: &Scope,
 ) -> Result<Option<Batch>> {
-    let range = RangeParams {
-        lo: lo.as_ref().map(|_| ctx.dialect.placeholder(1)),
-        hi: None,
-    };
+    let range = range_params(ctx.dialect, 1, lo.is_some(), false, scope);
     let unit_name = match unit {
         BatchUnit::Subjects => "subjects",
         BatchUnit::Counters => "counters",
@@ -142,6 +226,7 @@ pub async fn next_batch(
     if let Some(lo) = &lo {
         q = lo.bind(q);
     }
+    q = bind_scope(scope, q);
     let rows = q.fetch_all(&mut *conn).await?;
     let mut hi = None;
     let mut total = 0u64;
@@ -158,6 +243,7 @@ pub async fn next_batch(
         lo,
         hi,
         rows: total,
+        scope: scope.clone(),
     }))
 }
 

@@ -19,8 +19,11 @@ pub struct Status {
     pub watermarks: Option<i64>,
     /// The newest backfill run.
     pub last_backfill: Option<Entry>,
-    /// The newest audits, newest first (at most 5).
+    /// The newest audits, newest first (at most 10).
     pub audits: Vec<Entry>,
+    /// Between the two newest complete audits that kept their rows (`--store-rows`):
+    /// (newer run, older run, rows drifting now that did not before, rows fixed since).
+    pub changes: Option<(i64, i64, i64, i64)>,
 }
 
 /// Reads the state of the stages.
@@ -50,15 +53,35 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
                     .await?
                     .into_iter()
                     .next(),
-                ledger::recent(conn, "audit", 5, dialect).await?,
+                ledger::recent(conn, "audit", 10, dialect).await?,
             )
         } else {
             (None, Vec::new())
         };
+    let stored: Vec<i64> = audits
+        .iter()
+        .filter(|a| a.status == "done")
+        .filter(|a| {
+            a.options
+                .as_deref()
+                .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+                .is_some_and(|o| o["store_rows"] == serde_json::Value::Bool(true))
+        })
+        .map(|a| a.id)
+        .take(2)
+        .collect();
+    let changes = match stored[..] {
+        [newer, older] => {
+            let (new, fixed) = ledger::drift_changes(conn, newer, older).await?;
+            Some((newer, older, new, fixed))
+        }
+        _ => None,
+    };
     Ok(Status {
         migrations,
         watermarks,
         last_backfill,
         audits,
+        changes,
     })
 }

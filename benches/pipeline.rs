@@ -1,0 +1,647 @@
+//! Pipeline benchmark: generate → expand → backfill → audit → audit --cap 99 on every backend,
+//! with wall time, throughput and the peak memory of each phase, and a correctness check (the
+//! audit must find exactly the drift the generator injected).
+//!
+//! ```text
+//! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
+//! ```
+//!
+//! Defaults: 1 000 000 member rows, all three backends, seed 2024. PostgreSQL and MariaDB are
+//! reached through their admin URLs (`TIDEMARK_TEST_POSTGRES_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`; `TIDEMARK_TEST_MYSQL_URL`, default
+//! `mysql://root@127.0.0.1:3306/test`); the bench creates `tm_bench_<pid>` there and drops it at
+//! the end. SQLite uses a file in a temporary directory.
+//!
+//! Each measured phase runs in a child process (this binary re-executed with a hidden
+//! `--phase NAME --url URL` argument), so the peak RSS (`VmHWM`) it reports is that phase's own:
+//! the kernel cannot reset the high-water mark of a running process.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+use tidemark::db::Dsn;
+use tidemark::generate::{generate, GenerateOptions};
+use tidemark::mapping::Mapping;
+use tidemark::scenario;
+use tidemark::stages::{audit, backfill, expand};
+
+/// The prefix of the one result line a phase child prints on stdout.
+const RESULT_TAG: &str = "TIDEMARK_BENCH_RESULT ";
+
+const DEFAULT_MEMBERS: u64 = 1_000_000;
+const DEFAULT_SEED: u64 = 2024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+    Mysql,
+}
+
+impl Backend {
+    const ALL: [Backend; 3] = [Backend::Sqlite, Backend::Postgres, Backend::Mysql];
+
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Backend> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "sqlite" => Ok(Backend::Sqlite),
+            "postgres" | "postgresql" | "pg" => Ok(Backend::Postgres),
+            "mysql" | "mariadb" => Ok(Backend::Mysql),
+            other => bail!("unknown backend {other:?}: use sqlite, postgres or mysql"),
+        }
+    }
+
+    fn admin_url(self) -> Option<String> {
+        let (var, default) = match self {
+            Backend::Sqlite => return None,
+            Backend::Postgres => (
+                "TIDEMARK_TEST_POSTGRES_URL",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
+            Backend::Mysql => (
+                "TIDEMARK_TEST_MYSQL_URL",
+                "mysql://root@127.0.0.1:3306/test",
+            ),
+        };
+        Some(
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| default.to_string()),
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory readings (Linux /proc).
+
+/// A field of /proc/self/status in KiB (`VmRSS`, `VmHWM`), 0 when unavailable.
+fn proc_status_kib(field: &str) -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    text.lines()
+        .find_map(|line| {
+            let rest = line.strip_prefix(field)?.strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phase children.
+
+struct PhaseArgs {
+    phase: String,
+    url: String,
+    members: u64,
+    seed: u64,
+    cap: Option<i64>,
+    report: Option<PathBuf>,
+}
+
+fn mapping() -> Result<Mapping> {
+    Mapping::parse(&scenario::mapping_toml("per_member", false), "<bench>")
+}
+
+/// Runs one phase in this (child) process and prints its result line.
+fn run_phase(args: PhaseArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut out = runtime.block_on(async {
+        let dsn = Dsn::parse(&args.url)?;
+        let dialect = dsn.dialect;
+        let mut conn = dsn.connect().await?;
+        let rss_before = proc_status_kib("VmRSS");
+        let hwm_before = proc_status_kib("VmHWM");
+        let started = Instant::now();
+        let mut out = match args.phase.as_str() {
+            "generate" => {
+                let truth = generate(
+                    &mut conn,
+                    dialect,
+                    &GenerateOptions {
+                        members: args.members,
+                        seed: args.seed,
+                    },
+                )
+                .await?;
+                json!({
+                    "members": truth.members,
+                    "messages": truth.messages,
+                    "conversations": truth.conversations,
+                    "counter_rows": truth.counter_rows,
+                    "receipt_rows": truth.receipt_rows,
+                    "injected": truth.injected,
+                    "drifting_rows": truth.drifting_rows(),
+                })
+            }
+            "expand" => {
+                let report = expand::run(&mut conn, &mapping()?, dialect, false).await?;
+                json!({ "applied": report.pending.len() })
+            }
+            "backfill" => {
+                let s = backfill::run(
+                    &mut conn,
+                    &mapping()?,
+                    dialect,
+                    &backfill::BackfillOptions {
+                        quiet: true,
+                        ..Default::default()
+                    },
+                )
+                .await?;
+                json!({
+                    "members": s.members,
+                    "batches": s.batches,
+                    "written": s.written,
+                    "no_evidence": s.no_evidence,
+                    "unrepresentable_counters": s.unrepresentable_counters,
+                    "by_source": s.by_source,
+                })
+            }
+            "audit" => {
+                let report = args
+                    .report
+                    .clone()
+                    .ok_or_else(|| anyhow!("--phase audit needs --report"))?;
+                let s = audit::run(
+                    &mut conn,
+                    &mapping()?,
+                    dialect,
+                    &audit::AuditOptions {
+                        cap: args.cap,
+                        report,
+                        quiet: true,
+                        ..Default::default()
+                    },
+                )
+                .await?
+                .summary;
+                json!({
+                    "rows_checked": s.rows_checked,
+                    "drifting_rows": s.drifting_rows,
+                    "by_class": s.by_class,
+                    "batches": s.batches,
+                })
+            }
+            other => bail!("unknown phase {other:?}"),
+        };
+        let secs = started.elapsed().as_secs_f64();
+        let _ = conn.close().await;
+        out["secs"] = json!(secs);
+        out["rss_before_kib"] = json!(rss_before);
+        out["hwm_before_kib"] = json!(hwm_before);
+        Ok::<Value, anyhow::Error>(out)
+    })?;
+    drop(runtime);
+    out["rss_after_kib"] = json!(proc_status_kib("VmRSS"));
+    out["hwm_kib"] = json!(proc_status_kib("VmHWM"));
+    println!("{RESULT_TAG}{out}");
+    Ok(())
+}
+
+/// Re-executes this binary for one phase and parses its result line. The child's stderr goes
+/// straight to ours.
+fn spawn_phase(phase: &str, url: &str, extra: &[String]) -> Result<Value> {
+    let exe = std::env::current_exe().context("locating the bench binary")?;
+    let wall = Instant::now();
+    let output = Command::new(exe)
+        .arg("--phase")
+        .arg(phase)
+        .arg("--url")
+        .arg(url)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("starting the {phase} phase"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!("phase {phase} failed ({}): {stdout}", output.status);
+    }
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(RESULT_TAG))
+        .ok_or_else(|| anyhow!("phase {phase} printed no result: {stdout}"))?;
+    let mut v: Value = serde_json::from_str(line)?;
+    v["wall_secs"] = json!(wall.elapsed().as_secs_f64());
+    eprintln!(
+        "  {phase:<12} {:>9.2} s   RSS {:>7.1} → {:>7.1} MiB, peak {:>7.1} MiB",
+        v["secs"].as_f64().unwrap_or(0.0),
+        mib(v["rss_before_kib"].as_u64().unwrap_or(0)),
+        mib(v["rss_after_kib"].as_u64().unwrap_or(0)),
+        mib(v["hwm_kib"].as_u64().unwrap_or(0)),
+    );
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Databases.
+
+/// A fresh database for one backend: the URL, and what dropping it needs.
+struct BenchDb {
+    url: String,
+    backend: Backend,
+    name: String,
+    admin_url: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn drop_sql(backend: Backend, name: &str) -> String {
+    match backend {
+        Backend::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
+        _ => format!("DROP DATABASE IF EXISTS `{name}`"),
+    }
+}
+
+async fn admin_exec(admin_url: &str, statements: &[String]) -> Result<()> {
+    let dsn = Dsn::parse(admin_url)?;
+    let mut admin = dsn.connect().await?;
+    for sql in statements {
+        sqlx::raw_sql(sql)
+            .execute(&mut admin)
+            .await
+            .with_context(|| format!("{dsn}: {sql}"))?;
+    }
+    let _ = admin.close().await;
+    Ok(())
+}
+
+impl BenchDb {
+    async fn create(backend: Backend) -> Result<BenchDb> {
+        let name = format!("tm_bench_{}", std::process::id());
+        let Some(admin_url) = backend.admin_url() else {
+            let dir = tempfile::tempdir()?;
+            let path = dir.path().join(format!("{name}.db"));
+            return Ok(BenchDb {
+                url: format!("sqlite:{}?mode=rwc", path.display()),
+                backend,
+                name,
+                admin_url: None,
+                _dir: Some(dir),
+            });
+        };
+        let create = match backend {
+            Backend::Postgres => format!("CREATE DATABASE \"{name}\""),
+            _ => format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"),
+        };
+        admin_exec(&admin_url, &[drop_sql(backend, &name), create]).await?;
+        let url = Dsn::parse(&admin_url)?
+            .with_database(&name)?
+            .expose()
+            .to_string();
+        Ok(BenchDb {
+            url,
+            backend,
+            name,
+            admin_url: Some(admin_url),
+            _dir: None,
+        })
+    }
+
+    async fn drop_db(self) -> Result<()> {
+        if let Some(admin_url) = &self.admin_url {
+            admin_exec(admin_url, &[drop_sql(self.backend, &self.name)]).await?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver.
+
+#[derive(Default)]
+struct Figures {
+    backend: &'static str,
+    members: u64,
+    messages: u64,
+    counter_rows: u64,
+    generate: Option<Value>,
+    backfill: Option<Value>,
+    audit: Option<Value>,
+    audit_cap: Option<Value>,
+    check: String,
+    error: Option<String>,
+}
+
+fn secs(v: &Option<Value>) -> Option<f64> {
+    v.as_ref()?.get("secs")?.as_f64()
+}
+
+fn peak_mib(v: &Option<Value>) -> Option<f64> {
+    Some(mib(v.as_ref()?.get("hwm_kib")?.as_u64()?))
+}
+
+fn count(v: &Option<Value>, key: &str) -> Option<u64> {
+    v.as_ref()?.get(key)?.as_u64()
+}
+
+fn classes(v: &Value, key: &str) -> BTreeMap<String, u64> {
+    v.get(key)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Differences between two per-class maps, as `class: got G, want W`.
+fn diff(got: &BTreeMap<String, u64>, want: &BTreeMap<String, u64>) -> Vec<String> {
+    let mut keys: Vec<&String> = got.keys().chain(want.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (g, w) = (
+                got.get(k).copied().unwrap_or(0),
+                want.get(k).copied().unwrap_or(0),
+            );
+            (g != w).then(|| format!("{k}: audit {g}, injected {w}"))
+        })
+        .collect()
+}
+
+async fn bench_backend(backend: Backend, members: u64, seed: u64, f: &mut Figures) -> Result<()> {
+    let db = BenchDb::create(backend).await?;
+    eprintln!(
+        "== {} ({}), {members} members, seed {seed}",
+        backend.name(),
+        Dsn::parse(&db.url)?
+    );
+    let result = run_phases(&db.url, members, seed, f);
+    let dropped = db.drop_db().await;
+    result?;
+    dropped
+}
+
+fn run_phases(url: &str, members: u64, seed: u64, f: &mut Figures) -> Result<()> {
+    let gen = spawn_phase(
+        "generate",
+        url,
+        &[
+            "--members".into(),
+            members.to_string(),
+            "--seed".into(),
+            seed.to_string(),
+        ],
+    )?;
+    f.members = gen["members"].as_u64().unwrap_or(0);
+    f.messages = gen["messages"].as_u64().unwrap_or(0);
+    f.counter_rows = gen["counter_rows"].as_u64().unwrap_or(0);
+    let injected = classes(&gen, "injected");
+    f.generate = Some(gen);
+    spawn_phase("expand", url, &[])?;
+    let filled = spawn_phase("backfill", url, &[])?;
+    let mut problems = Vec::new();
+    for key in ["no_evidence", "unrepresentable_counters"] {
+        let n = filled[key].as_u64().unwrap_or(0);
+        if n != 0 {
+            problems.push(format!("backfill {key} = {n} (want 0)"));
+        }
+    }
+    f.backfill = Some(filled);
+    let dir = tempfile::tempdir()?;
+    let audit_args = |cap: Option<i64>| {
+        let mut a = vec![
+            "--report".to_string(),
+            dir.path()
+                .join(match cap {
+                    None => "drift.csv".to_string(),
+                    Some(c) => format!("drift-cap{c}.csv"),
+                })
+                .display()
+                .to_string(),
+        ];
+        if let Some(c) = cap {
+            a.push("--cap".into());
+            a.push(c.to_string());
+        }
+        a
+    };
+    let full = spawn_phase("audit", url, &audit_args(None))?;
+    let got = classes(&full, "by_class");
+    problems.extend(diff(&got, &injected));
+    let checked = full["rows_checked"].as_u64().unwrap_or(0);
+    if checked != f.counter_rows {
+        problems.push(format!(
+            "rows checked {checked}, counter rows {}",
+            f.counter_rows
+        ));
+    }
+    f.audit = Some(full);
+    let capped = spawn_phase("audit", url, &audit_args(Some(99)))?;
+    let got_cap = classes(&capped, "by_class");
+    let cap_diff = diff(&got_cap, &injected);
+    f.audit_cap = Some(capped);
+    f.check = if problems.is_empty() {
+        format!("ok ({} drifting rows)", injected.values().sum::<u64>())
+    } else {
+        format!("MISMATCH: {}", problems.join("; "))
+    };
+    if !cap_diff.is_empty() {
+        // Under a cap, counts above it compare as "99+": a difference here is informative,
+        // not necessarily wrong.
+        f.check
+            .push_str(&format!(" | cap99 differs: {}", cap_diff.join("; ")));
+    } else {
+        f.check.push_str(" | cap99 same classes");
+    }
+    eprintln!("  check: {}", f.check);
+    Ok(())
+}
+
+fn print_table(rows: &[Figures]) {
+    let opt = |v: Option<f64>, prec: usize| match v {
+        Some(x) => format!("{x:.prec$}"),
+        None => "-".to_string(),
+    };
+    let rate = |n: Option<u64>, s: Option<f64>| match (n, s) {
+        (Some(n), Some(s)) if s > 0.0 => format!("{:.0}", n as f64 / s),
+        _ => "-".to_string(),
+    };
+    println!();
+    println!(
+        "| backend | members | messages | generate s | gen MiB | backfill s | members/s | backfill MiB | audit s | rows/s | audit MiB | audit cap99 s | cap99 MiB | check |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for f in rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            f.backend,
+            f.members,
+            f.messages,
+            opt(secs(&f.generate), 1),
+            opt(peak_mib(&f.generate), 1),
+            opt(secs(&f.backfill), 1),
+            rate(count(&f.backfill, "members"), secs(&f.backfill)),
+            opt(peak_mib(&f.backfill), 1),
+            opt(secs(&f.audit), 1),
+            rate(count(&f.audit, "rows_checked"), secs(&f.audit)),
+            opt(peak_mib(&f.audit), 1),
+            opt(secs(&f.audit_cap), 1),
+            opt(peak_mib(&f.audit_cap), 1),
+            match &f.error {
+                Some(e) => format!("ERROR: {e}"),
+                None => f.check.clone(),
+            }
+        );
+    }
+}
+
+struct MainArgs {
+    members: u64,
+    seed: u64,
+    backends: Vec<Backend>,
+}
+
+enum Mode {
+    Driver(MainArgs),
+    Phase(PhaseArgs),
+}
+
+fn parse_args() -> Result<Mode> {
+    let mut members = DEFAULT_MEMBERS;
+    let mut seed = DEFAULT_SEED;
+    let mut backends = Backend::ALL.to_vec();
+    let mut phase: Option<String> = None;
+    let mut url: Option<String> = None;
+    let mut cap: Option<i64> = None;
+    let mut report: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |what: &str| -> Result<String> {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| anyhow!("{what} needs a value"))
+        };
+        match key.as_str() {
+            // cargo bench passes --bench to harness = false targets.
+            "--bench" => {}
+            "--members" => {
+                members = value("--members")?
+                    .replace('_', "")
+                    .parse()
+                    .context("--members")?
+            }
+            "--seed" => seed = value("--seed")?.parse().context("--seed")?,
+            "--backends" => {
+                backends = value("--backends")?
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(Backend::parse)
+                    .collect::<Result<_>>()?
+            }
+            "--phase" => phase = Some(value("--phase")?),
+            "--url" => url = Some(value("--url")?),
+            "--cap" => cap = Some(value("--cap")?.parse().context("--cap")?),
+            "--report" => report = Some(PathBuf::from(value("--report")?)),
+            "-h" | "--help" => {
+                println!(
+                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]"
+                );
+                std::process::exit(0);
+            }
+            // Filters cargo may pass through (e.g. a bench name): ignored.
+            other if !other.starts_with('-') => {}
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    Ok(match phase {
+        Some(phase) => Mode::Phase(PhaseArgs {
+            phase,
+            url: url.ok_or_else(|| anyhow!("--phase needs --url"))?,
+            members,
+            seed,
+            cap,
+            report,
+        }),
+        None => Mode::Driver(MainArgs {
+            members,
+            seed,
+            backends,
+        }),
+    })
+}
+
+fn main() -> ExitCode {
+    let mode = match parse_args() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("pipeline bench: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match mode {
+        Mode::Phase(args) => match run_phase(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("pipeline bench phase: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Mode::Driver(args) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            let mut rows = Vec::new();
+            let mut failed = false;
+            for backend in args.backends {
+                let mut f = Figures {
+                    backend: backend.name(),
+                    ..Default::default()
+                };
+                let started = Instant::now();
+                if let Err(e) =
+                    runtime.block_on(bench_backend(backend, args.members, args.seed, &mut f))
+                {
+                    eprintln!("  {}: error: {e:#}", backend.name());
+                    f.error = Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
+                    failed = true;
+                }
+                if f.check.starts_with("MISMATCH") {
+                    failed = true;
+                }
+                eprintln!(
+                    "  {} done in {:.1} s",
+                    backend.name(),
+                    started.elapsed().as_secs_f64()
+                );
+                rows.push(f);
+            }
+            print_table(&rows);
+            if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+    }
+}
