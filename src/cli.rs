@@ -35,8 +35,12 @@ pub enum Command {
     /// Recompute unread from watermarks, compare with the stored counters, write the CSV
     /// drift report. Exit 1 when drift is above tolerance.
     Audit(AuditArgs),
-    /// Show applied migrations, watermarks and the last audits. Reads only.
+    /// Show applied migrations, watermarks, the last audits and whether the contract gate
+    /// would open. Reads only.
     Status(Common),
+    /// The gated drop of the counter: prints the gate's verdict and the exact DDL; changes
+    /// nothing without --execute. Exit 1 when the gate is closed.
+    Contract(crate::stages::contract::ContractArgs),
 }
 
 /// Options every database command takes.
@@ -270,6 +274,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             print_status(&s, &dsn, &mapping);
             Ok(EXIT_OK)
         }
+        Command::Contract(args) => crate::stages::contract::run_cli(args).await,
     }
 }
 
@@ -465,6 +470,7 @@ pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
     }
     if s.audits.is_empty() {
         println!("  audit:     never run");
+        print_contract_state(s);
         return;
     }
     println!("  last audits:");
@@ -522,6 +528,24 @@ pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
     }
     if let Some((newer, older, new, fixed)) = s.changes {
         println!("  since audit #{older}, audit #{newer} found {new} newly drifting rows and {fixed} fixed (--store-rows)");
+    }
+    print_contract_state(s);
+}
+
+fn print_contract_state(s: &status::Status) {
+    match (&s.contract_done, &s.gate) {
+        (Some(id), _) => println!("  contract:  done: the counter was dropped by run #{id}"),
+        (None, Some(v)) if v.open => println!(
+            "  contract:  the gate would open (default options), on audits {:?}: `tidemark contract` shows the DDL",
+            v.relied_on
+        ),
+        (None, Some(v)) => {
+            println!("  contract:  the gate is closed (default options):");
+            for r in &v.reasons {
+                println!("    - {r}");
+            }
+        }
+        (None, None) => {}
     }
 }
 

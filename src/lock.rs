@@ -44,6 +44,19 @@ impl RunnerLock {
         dialect: Dialect,
         name: &str,
     ) -> Result<RunnerLock> {
+        // GET_LOCK names are server-wide (PostgreSQL advisory locks are per database): on
+        // MySQL/MariaDB the database is part of the name, at most 64 characters in all.
+        let scoped = match dialect {
+            Dialect::Mysql => {
+                let row = sqlx::query("SELECT DATABASE()")
+                    .fetch_one(&mut *conn)
+                    .await?;
+                let db = text(&row, 0)?;
+                format!("{name}:{:016x}", advisory_key(&db.unwrap_or_default()))
+            }
+            _ => name.to_string(),
+        };
+        let name = scoped.as_str();
         match dialect {
             Dialect::Postgres => {
                 let key = advisory_key(name);

@@ -108,14 +108,26 @@ async fn setup_with(
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .expect("expand");
-    backfill::run(
-        &mut conn,
-        &mapping,
-        dialect,
-        &backfill::BackfillOptions::default(),
-    )
-    .await
-    .expect("backfill");
+    // MySQL/MariaDB runner locks (GET_LOCK) are server-wide, and every test here has the same
+    // mapping: a backfill of a test running beside this one can hold it for a moment.
+    let mut tries = 0;
+    loop {
+        match backfill::run(
+            &mut conn,
+            &mapping,
+            dialect,
+            &backfill::BackfillOptions::default(),
+        )
+        .await
+        {
+            Ok(_) => break,
+            Err(e) if tries < 200 && e.to_string().contains("already running") => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("backfill: {e:#}"),
+        }
+    }
     Some(Setup {
         db,
         conn,

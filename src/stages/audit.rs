@@ -595,7 +595,10 @@ async fn audit_batches(
                 .run_time
                 .is_some_and(|limit| started.elapsed() >= limit)
             {
-                stopped = true;
+                // Out of time: incomplete only if a batch is left.
+                stopped = next_batch(conn, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
+                    .await?
+                    .is_some();
                 break;
             }
         }

@@ -509,7 +509,7 @@ pub async fn run(
     }
 
     // --execute: one runner per mapping, recorded in the ledger from here on.
-    let lock_name = format!("tidemark:contract:{}", &mapping.fingerprint[..16]);
+    let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::json!({
         "execute": true,
@@ -596,6 +596,26 @@ pub async fn run(
     result?;
     outcome.verdict = Some(verdict);
     Ok(outcome)
+}
+
+/// The runner lock's name: the mapping, and on MySQL/MariaDB, whose `GET_LOCK` names are
+/// server-wide, the database too (two databases of one server never block each other).
+async fn runner_lock_name(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    fingerprint: &str,
+) -> Result<String> {
+    let mut name = format!("tidemark:contract:{}", &fingerprint[..16]);
+    if dialect == Dialect::Mysql {
+        use sha2::{Digest, Sha256};
+        let row = sqlx::query("SELECT DATABASE()")
+            .fetch_one(&mut *conn)
+            .await?;
+        let db = text(&row, 0)?.unwrap_or_default();
+        name.push(':');
+        name.push_str(&hex(&Sha256::digest(db.as_bytes()))[..12]);
+    }
+    Ok(name)
 }
 
 fn check_options(opts: &ContractOptions) -> Result<()> {

@@ -83,7 +83,7 @@ pub struct Scope {
 
 impl Scope {
     /// The deterministic sample predicate for `percent` of the conversations: a hash of the
-    /// key (the key itself for integers) modulo 10 000 below percent × 100. The same key is
+    /// key modulo 10 000 below percent × 100. The same key is
     /// always in or out, so scheduled samples are comparable run to run.
     ///
     /// Errors (exit 2): a percentage outside (0, 100], or text keys on SQLite (no built-in hash).
@@ -94,8 +94,10 @@ impl Scope {
             )));
         }
         let basis = (percent * 100.0).round() as i64;
+        // Integers are scrambled (sequential ids would otherwise make a prefix, not a sample);
+        // every intermediate value stays below 2^63.
         let hash = match (kind, dialect) {
-            (KeyKind::Integer, _) => "ABS({col})".to_string(),
+            (KeyKind::Integer, _) => "((ABS({col}) % 1000003) * 7919)".to_string(),
             (KeyKind::Text, Dialect::Postgres) => "ABS(CAST(hashtext(CAST({col} AS TEXT)) AS BIGINT))".to_string(),
             (KeyKind::Text, Dialect::Mysql) => "CRC32({col})".to_string(),
             (KeyKind::Text, Dialect::Sqlite) => {
@@ -104,7 +106,7 @@ impl Scope {
                 ))
             }
         };
-        Ok(format!("MOD({hash}, 10000) < {basis}"))
+        Ok(format!("({hash} % 10000) < {basis}"))
     }
 }
 

@@ -8,7 +8,11 @@ use crate::dialect::Dialect;
 use crate::ledger::{self, Entry};
 use crate::mapping::Mapping;
 use crate::schema;
-use crate::stages::expand;
+use crate::stages::{contract, expand};
+
+fn migrations_empty(m: &[String]) -> bool {
+    !m.iter().any(|name| name.contains("ledger"))
+}
 
 /// What `status` found.
 #[derive(Debug, Clone)]
@@ -24,11 +28,15 @@ pub struct Status {
     /// Between the two newest complete audits that kept their rows (`--store-rows`):
     /// (newer run, older run, rows drifting now that did not before, rows fixed since).
     pub changes: Option<(i64, i64, i64, i64)>,
+    /// The contract run that dropped the counter, if one did.
+    pub contract_done: Option<i64>,
+    /// Whether the contract gate would open with its default options (None without a ledger).
+    pub gate: Option<crate::gate::Verdict>,
 }
 
 /// Reads the state of the stages.
 pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) -> Result<Status> {
-    let migrations = expand::applied(conn, dialect)
+    let migrations: Vec<String> = expand::applied(conn, dialect)
         .await?
         .iter()
         .map(|m| m.to_string())
@@ -77,11 +85,24 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         }
         _ => None,
     };
+    let has_ledger = !migrations_empty(&migrations);
+    let contract_done = if has_ledger {
+        contract::dropped_by(conn, mapping, dialect).await?
+    } else {
+        None
+    };
+    let gate = if has_ledger && contract_done.is_none() {
+        Some(contract::verdict(conn, mapping, dialect, &crate::gate::GateOptions::default()).await?)
+    } else {
+        None
+    };
     Ok(Status {
         migrations,
         watermarks,
         last_backfill,
         audits,
         changes,
+        contract_done,
+        gate,
     })
 }
