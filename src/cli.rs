@@ -25,8 +25,8 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build a small legacy chat database with every fault of the seed articles (SQLite, in
-    /// the current folder) and run the whole pipeline on it.
+    /// Build a legacy chat database with the faults of the seed articles injected (SQLite in
+    /// the current folder, or --database URL) and run the whole staged migration on it.
     Demo(DemoArgs),
     /// Apply the versioned migrations: the watermark table and tidemark's ledger (DDL only).
     Expand(ExpandArgs),
@@ -57,9 +57,22 @@ pub struct Common {
 /// `demo` options.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Where to create the demo database (recreated on every run).
+    /// Where to create the demo SQLite database (recreated on every run).
     #[arg(long, default_value = "tidemark-demo.db", value_name = "FILE")]
     pub path: PathBuf,
+    /// Run on this PostgreSQL or MariaDB database instead: it must be empty, or a demo's
+    /// (DATABASE_URL is deliberately not read here).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Members to generate (about 3 messages each).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub scale: u64,
+    /// Generator seed: the same seed builds the same database.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `expand` options.
@@ -196,7 +209,16 @@ impl Common {
 /// Runs a parsed command line and returns the exit code.
 pub async fn run(cli: Cli) -> Result<u8> {
     match cli.command {
-        Command::Demo(args) => crate::demo::run(&args.path).await,
+        Command::Demo(args) => {
+            crate::demo::run(&crate::demo::DemoOptions {
+                path: args.path,
+                database: args.database,
+                scale: args.scale,
+                seed: args.seed,
+                quiet: args.quiet,
+            })
+            .await
+        }
         Command::Expand(args) => {
             let (dsn, mapping) = args.common.resolve()?;
             let mut conn = dsn.connect().await?;
