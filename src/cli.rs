@@ -251,6 +251,12 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 stop: Some(stop),
             };
             let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+            if args.dry_run {
+                println!("backfill plan on {dsn}: batches of whole conversations, at most {} members each", args.batch_size);
+                for (what, sql) in backfill::statements(&mapping, dsn.dialect)? {
+                    println!("  -- {what}\n{}", indent(&sql, "    "));
+                }
+            }
             print_backfill(&summary, args.dry_run);
             if summary.interrupted {
                 println!(
@@ -386,6 +392,12 @@ pub fn print_backfill(s: &backfill::BackfillSummary, dry_run: bool) {
         println!(
             "  no evidence for {} members: no watermark written (unread counts everything)",
             s.no_evidence
+        );
+    }
+    if !dry_run {
+        println!(
+            "  {} counters differ from the unread recomputed from the watermarks: those members will see another unread number once the counters are gone (`tidemark audit` classifies them)",
+            s.unread_changes
         );
     }
     if s.unrepresentable_counters > 0 {

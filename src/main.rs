@@ -4,6 +4,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Output piped into `head` ends quietly, as in other Unix tools, instead of panicking.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match tidemark::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -194,6 +194,34 @@ async fn kill_and_resume(backend: Backend) {
         watermarks(&mut c2).await,
         "identical watermark tables"
     );
+    // What the model change loses: the members whose unread number changes are the rows the
+    // audit finds drifting, whether the backfill ran in one go or in two parts.
+    let audited = tidemark::stages::audit::run(
+        &mut c2,
+        &mapping,
+        dsn.dialect,
+        &tidemark::stages::audit::AuditOptions {
+            report: dir.path().join("a.csv"),
+            ledger: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(full.unread_changes > 0);
+    assert_eq!(full.unread_changes, audited.summary.drifting_rows);
+    let row = sqlx::query(
+        "SELECT summary FROM tidemark_ledger WHERE stage = 'backfill' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&mut c1)
+    .await
+    .unwrap();
+    let resumed: serde_json::Value =
+        serde_json::from_str(&tidemark::stages::text(&row, 0).unwrap().unwrap()).unwrap();
+    assert_eq!(
+        resumed["unread_changes"].as_u64(),
+        Some(full.unread_changes)
+    );
     drop((c1, c2));
     killed.cleanup().await;
     straight.cleanup().await;

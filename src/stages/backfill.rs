@@ -97,6 +97,9 @@ pub struct BackfillSummary {
     pub unrepresentable_counters: u64,
     /// Batches that hit a lock wait and were retried.
     pub retried_batches: u64,
+    /// Counter rows (per message: messages) whose unread number will differ once the counters
+    /// are gone: the stored value differs from the one recomputed from the new watermarks.
+    pub unread_changes: u64,
     /// When this run continued an interrupted one: the batches that run had finished.
     pub resumed_after_batches: Option<u64>,
     /// Stopped by Ctrl-C before the last batch (run again to continue).
@@ -349,6 +352,13 @@ async fn run_batches(
             };
             next.retried_batches = summary.retried_batches;
             summary = next;
+            if let Some(id) = ledger_id {
+                // What the model change loses, for this batch: rows whose unread number will
+                // differ once the counter is gone (the audit's own statement, after the write).
+                summary.unread_changes += count_changes(conn, ctx, &batch).await?;
+                let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: summary.clone() };
+                ledger::set_checkpoint(conn, ctx.dialect, id, &serde_json::to_value(&cp)?).await?;
+            }
             progress.message("");
             progress.advance(batch.rows);
             lo = Some(batch.hi.clone());
@@ -378,6 +388,29 @@ async fn run_batches(
     .await;
     progress.finish();
     result.map(|()| summary)
+}
+
+/// Rows of a batch whose stored counter differs from the unread recomputed from the
+/// watermarks (the audit statement of the batch, uncapped).
+async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
+    let template = match ctx.shape {
+        crate::mapping::Shape::PerMember => "audit_per_member.sql",
+        crate::mapping::Shape::PerMessage => "audit_per_message.sql",
+    };
+    let range = batch.params(ctx.dialect, 1);
+    let sql = render(
+        template,
+        ctx,
+        minijinja::context! { range => range, cap => None::<i64> },
+    )?;
+    let sql = format!("SELECT COUNT(*) FROM ({sql}) tm_changes");
+    let n: i64 = batch
+        .bind(sqlx::query(&sql))
+        .fetch_one(&mut *conn)
+        .await
+        .context("counting the rows whose unread number changes")?
+        .try_get(0)?;
+    Ok(n.max(0) as u64)
 }
 
 /// Adds a planned batch to the counts.
@@ -559,4 +592,48 @@ async fn write_batch(
             Err(e)
         }
     }
+}
+
+/// The statements one batch runs, rendered for this mapping and dialect with the batch's range
+/// as placeholders (lo, hi): what `backfill --dry-run` prints, so a DBA reads exactly what
+/// will run.
+pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static str, String)>> {
+    let ctx = SqlContext::new(mapping, dialect);
+    let range = RangeParams {
+        lo: Some(dialect.placeholder(1)),
+        hi: Some(dialect.placeholder(2)),
+        ..Default::default()
+    };
+    let range2 = RangeParams {
+        lo: Some(dialect.placeholder(3)),
+        hi: Some(dialect.placeholder(4)),
+        ..Default::default()
+    };
+    let mut out = vec![(
+        "read, in a REPEATABLE READ snapshot: members and their evidence",
+        render(
+            "backfill_evidence.sql",
+            &ctx,
+            minijinja::context! { range => range },
+        )?,
+    )];
+    if ctx.has_evidence(EvidenceKind::Counter) {
+        out.push((
+            "read, same snapshot: the counter's k-th newest countable message",
+            render(
+                "backfill_counter_rank.sql",
+                &ctx,
+                minijinja::context! { range => range, range2 => range2 },
+            )?,
+        ));
+    }
+    out.push((
+        "write, one short transaction per batch (shown for 2 rows)",
+        render(
+            "upsert_watermarks.sql",
+            &ctx,
+            minijinja::context! { rows => 2 },
+        )?,
+    ));
+    Ok(out)
 }

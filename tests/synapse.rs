@@ -1,0 +1,562 @@
+//! A real schema: Matrix Synapse's unread counters (`tests/fixtures/synapse/`, the project's own
+//! copy of the tables and rows of `../shared/fixtures/synapse.*.sql` that matter), mapped through
+//! the views of README.md's "Worked example: mapping Matrix Synapse".
+//!
+//! On every backend: load the Synapse tables, create the views, run expand, backfill (twice) and
+//! audit (batches of 5000 and of 1), and check every (user, room) row of the fixture's expected
+//! table: the stored counter, the watermark, and, in the drift report, recomputed, drift and class.
+//! A row that does not drift must be absent from the report (stored = recomputed).
+//!
+//! A last test checks the project's fixture against `../shared/fixtures/` when it is present.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sqlx::{AnyConnection, Connection, Row};
+
+use common::{exec_all, Backend, TestDb};
+use tidemark::db::Dsn;
+use tidemark::mapping::Mapping;
+use tidemark::stages::{audit, backfill, expand, text};
+
+const R1: &str = "!3-LbdJdeCqn2_dTWHe:example.org"; // general
+const R2: &str = "!NMb87KdeRW8l5-mVMe:example.org"; // dev
+const R3: &str = "!N85o7aEuyHnbLMQShk:example.org"; // DM alice/bob
+const R4: &str = "!pBWrXMF8jAk8AVzNt-:example.org"; // random
+
+/// One row of the fixture's expected table (the header of `synapse.<dialect>.sql`).
+struct Expected {
+    room: &'static str,
+    user: &'static str,
+    stored: i64,
+    recomputed: i64,
+    drift: i64,
+    /// The watermark the backfill writes (the stream ordering of evN is N); None: no watermark
+    /// row, because tidemark backfills active members only.
+    last_read: Option<i64>,
+    /// The drift class semantics.md gives the row (None: no drift).
+    class: Option<&'static str>,
+}
+
+const fn row(
+    room: &'static str,
+    user: &'static str,
+    stored: i64,
+    recomputed: i64,
+    drift: i64,
+    last_read: Option<i64>,
+    class: Option<&'static str>,
+) -> Expected {
+    Expected {
+        room,
+        user,
+        stored,
+        recomputed,
+        drift,
+        last_read,
+        class,
+    }
+}
+
+/// Every (user, room) of the fixture. Classes are the first of semantics.md's order that
+/// applies (the views decide countable / legacy_countable: see views.<dialect>.sql).
+const EXPECTED: [Expected; 12] = [
+    row(R1, "@alice:example.org", 1, 1, 0, Some(10), None),
+    // Watermark ev7. Countable for bob after it: ev9, ev10, ev13 = 3. The fixture's cause is a
+    // duplicate increment of ev10, but bob's own ev12 ("thanks", a message the legacy rule
+    // counts) is also after his watermark, and 4 = 3 + 1 own: `own_messages_counted` comes
+    // before `overcount` in semantics.md, so it is the class. Not `exceeds_history`: 4 is not
+    // more than the 4 messages countable for bob in the room (ev6, ev9, ev10, ev13).
+    row(
+        R1,
+        "@bob:example.org",
+        4,
+        3,
+        1,
+        Some(7),
+        Some("own_messages_counted"),
+    ),
+    // Watermark ev7. Countable for carol after it: ev10, ev12, ev13 = 3; her own ev9 was counted
+    // (the corrupt push action). Own messages after the watermark that the legacy rule counts:
+    // ev9 only (her ev8 is an m.notice), so 4 = 3 + 1: `own_messages_counted`.
+    row(
+        R1,
+        "@carol:example.org",
+        4,
+        3,
+        1,
+        Some(7),
+        Some("own_messages_counted"),
+    ),
+    // Left the room (membership 'leave'): owed 0, the summary row survived the leave: `orphan`.
+    // tidemark writes no watermark for a member who is not active.
+    row(R1, "@dave:example.org", 3, 0, 3, None, Some("orphan")),
+    row(R2, "@alice:example.org", 1, 1, 0, Some(21), None),
+    // Watermark ev19; ev21 (alice) arrived and is unread, ev20 is an edit, ev22 bob's own:
+    // stored 0 < recomputed 1, not own/excluded arithmetic: `cleared`.
+    row(R2, "@bob:example.org", 0, 1, -1, Some(19), Some("cleared")),
+    row(R2, "@erin:example.org", 2, 2, 0, Some(18), None),
+    // Watermark ev28. After it: ev29 (redacted: legacy_countable, not countable), ev30 (the
+    // redaction event: neither), ev31 (countable). 2 = 1 + 1 redacted message the summary still
+    // counts: `excluded_counted` (no own message of alice after ev28).
+    row(
+        R3,
+        "@alice:example.org",
+        2,
+        1,
+        1,
+        Some(28),
+        Some("excluded_counted"),
+    ),
+    // stored -1 < 0 (bob is a member): `negative`.
+    row(
+        R3,
+        "@bob:example.org",
+        -1,
+        0,
+        -1,
+        Some(31),
+        Some("negative"),
+    ),
+    // No read receipt: the second evidence, the join event ev33, is the watermark.
+    row(R4, "@alice:example.org", 4, 4, 0, Some(33), None),
+    row(R4, "@carol:example.org", 2, 2, 0, Some(37), None),
+    row(R4, "@erin:example.org", 0, 0, 0, Some(40), None),
+];
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/synapse")
+}
+
+/// The statements of an SQL file: whole-line `--` comments dropped, a statement ends with a
+/// line ending in `;`.
+fn statements(path: &Path) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("--") {
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if line.trim_end().ends_with(';') {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    assert!(
+        current.trim().is_empty(),
+        "{}: unterminated statement",
+        path.display()
+    );
+    out
+}
+
+#[tokio::test]
+async fn synapse_sqlite() {
+    run(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn synapse_postgres() {
+    run(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn synapse_mysql() {
+    run(Backend::Mysql).await;
+}
+
+/// (room, user) -> (last_read_id, source).
+type Watermarks = BTreeMap<(String, String), (i64, Option<String>)>;
+
+async fn watermarks(conn: &mut AnyConnection) -> Watermarks {
+    let rows =
+        sqlx::query("SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks")
+            .fetch_all(&mut *conn)
+            .await
+            .expect("reading read_watermarks");
+    rows.iter()
+        .map(|r| {
+            (
+                (
+                    text(r, 0).unwrap().unwrap_or_default(),
+                    text(r, 1).unwrap().unwrap_or_default(),
+                ),
+                (r.try_get::<i64, _>(2).unwrap(), text(r, 3).unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// One report row: (stored, recomputed, drift, class, last_read_id, watermark_source), cells as
+/// written (empty: NULL).
+type ReportRow = (String, String, String, String, String, String);
+
+fn read_report(path: &Path) -> BTreeMap<(String, String), ReportRow> {
+    let mut reader = csv::Reader::from_path(path).expect("opening the report");
+    let header = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        header,
+        "conversation_id,user_id,stored_unread,recomputed_unread,drift,class,last_read_id,watermark_source"
+    );
+    let mut out = BTreeMap::new();
+    for record in reader.records() {
+        let r = record.expect("a report row");
+        let key = (r[0].to_string(), r[1].to_string());
+        let value = (
+            r[2].to_string(),
+            r[3].to_string(),
+            r[4].to_string(),
+            r[5].to_string(),
+            r[6].to_string(),
+            r[7].to_string(),
+        );
+        assert!(
+            out.insert(key.clone(), value).is_none(),
+            "report repeats {key:?}"
+        );
+    }
+    out
+}
+
+async fn run(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "synapse").await else {
+        return; // skipped: the note is on stderr
+    };
+    let dsn = Dsn::parse(&db.url).expect("test URL");
+    let dialect = dsn.dialect;
+    let mut conn = dsn.connect().await.expect("connecting");
+    let dir = fixture_dir();
+    let name = backend.name();
+    exec_all(
+        &mut conn,
+        &statements(&dir.join(format!("synapse.{name}.sql"))),
+    )
+    .await;
+    exec_all(
+        &mut conn,
+        &statements(&dir.join(format!("views.{name}.sql"))),
+    )
+    .await;
+    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mut problems: Vec<String> = Vec::new();
+
+    // The stored counters, read through the counter view: exactly the expected table.
+    let rows = sqlx::query("SELECT room_id, user_id, unread_count FROM tidemark_unread_counts")
+        .fetch_all(&mut conn)
+        .await
+        .expect("reading the counter view");
+    let stored: BTreeMap<(String, String), i64> = rows
+        .iter()
+        .map(|r| {
+            (
+                (
+                    text(r, 0).unwrap().unwrap_or_default(),
+                    text(r, 1).unwrap().unwrap_or_default(),
+                ),
+                r.try_get::<i64, _>(2).unwrap(),
+            )
+        })
+        .collect();
+    if stored.len() != EXPECTED.len() {
+        problems.push(format!(
+            "the counter view has {} rows, the fixture {}",
+            stored.len(),
+            EXPECTED.len()
+        ));
+    }
+
+    // expand on views: the watermark table takes the key types of the members view.
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .expect("expand over the views");
+
+    let first = backfill::run(&mut conn, &mapping, dialect, &Default::default())
+        .await
+        .expect("backfill");
+    // 11 joined members (dave left); every one has a receipt or a membership event.
+    assert_eq!(first.members, 11, "backfill members: {first:?}");
+    assert_eq!(first.no_evidence, 0, "backfill: {first:?}");
+    assert_eq!(
+        first.by_source.get("position"),
+        Some(&11),
+        "backfill: {first:?}"
+    );
+    let wms = watermarks(&mut conn).await;
+    backfill::run(&mut conn, &mapping, dialect, &Default::default())
+        .await
+        .expect("second backfill");
+    if watermarks(&mut conn).await != wms {
+        problems.push("a second backfill changed the watermarks".into());
+    }
+    if wms.len() != 11 {
+        problems.push(format!("{} watermarks, expected 11: {wms:?}", wms.len()));
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut reports = Vec::new();
+    for batch_size in [5000, 1] {
+        let report = tmp.path().join(format!("drift-{batch_size}.csv"));
+        let outcome = audit::run(
+            &mut conn,
+            &mapping,
+            dialect,
+            &audit::AuditOptions {
+                report: report.clone(),
+                batch_size,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("audit over the views");
+        let s = &outcome.summary;
+        let want_drifting = EXPECTED.iter().filter(|e| e.drift != 0).count() as u64;
+        if (s.rows_checked, s.drifting_rows, s.complete, s.passed)
+            != (EXPECTED.len() as u64, want_drifting, true, false)
+        {
+            problems.push(format!(
+                "audit (batch {batch_size}): rows_checked {}, drifting {}, complete {}, passed {}; expected {}, {want_drifting}, true, false",
+                s.rows_checked, s.drifting_rows, s.complete, s.passed, EXPECTED.len()
+            ));
+        }
+        if batch_size == 1 && s.batches < 4 {
+            problems.push(format!(
+                "audit with batches of 1 ran {} batches for 4 rooms",
+                s.batches
+            ));
+        }
+        let mut want_classes: BTreeMap<String, u64> = BTreeMap::new();
+        for e in &EXPECTED {
+            if let Some(c) = e.class {
+                *want_classes.entry(c.to_string()).or_default() += 1;
+            }
+        }
+        let got_classes: BTreeMap<String, u64> = s
+            .by_class
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        if got_classes != want_classes {
+            problems.push(format!(
+                "audit (batch {batch_size}): classes {got_classes:?}, expected {want_classes:?}"
+            ));
+        }
+        reports.push(read_report(&report));
+    }
+    if reports[0] != reports[1] {
+        problems.push(format!(
+            "the reports of batches of 5000 and of 1 differ:\n{:?}\n{:?}",
+            reports[0], reports[1]
+        ));
+    }
+    let report = &reports[0];
+
+    for e in &EXPECTED {
+        let key = (e.room.to_string(), e.user.to_string());
+        let who = format!("{} in {}", e.user, e.room);
+        match stored.get(&key) {
+            Some(v) if *v == e.stored => {}
+            other => problems.push(format!("{who}: stored {other:?}, expected {}", e.stored)),
+        }
+        let wm = wms.get(&key);
+        match (wm, e.last_read) {
+            (None, None) => {}
+            (Some((id, source)), Some(want))
+                if *id == want && source.as_deref() == Some("position") => {}
+            (got, want) => problems.push(format!(
+                "{who}: watermark {got:?}, expected {want:?} from position"
+            )),
+        }
+        assert_eq!(e.stored - e.recomputed, e.drift, "the table itself: {who}");
+        match (report.get(&key), e.class) {
+            (None, None) => {} // not drifting: the audit recomputed the stored value
+            (Some(got), Some(class)) => {
+                let want: ReportRow = (
+                    e.stored.to_string(),
+                    e.recomputed.to_string(),
+                    e.drift.to_string(),
+                    class.to_string(),
+                    e.last_read.map(|v| v.to_string()).unwrap_or_default(),
+                    if e.last_read.is_some() {
+                        "position".into()
+                    } else {
+                        String::new()
+                    },
+                );
+                if *got != want {
+                    problems.push(format!("{who}: report row {got:?}, expected {want:?}"));
+                }
+            }
+            (got, _) => problems.push(format!(
+                "{who}: report row {got:?}, expected {}",
+                if e.class.is_some() {
+                    "a drifting row"
+                } else {
+                    "none (no drift)"
+                }
+            )),
+        }
+    }
+    for key in report.keys() {
+        if !EXPECTED
+            .iter()
+            .any(|e| (e.room, e.user) == (key.0.as_str(), key.1.as_str()))
+        {
+            problems.push(format!("unexpected report row {key:?}"));
+        }
+    }
+
+    let _ = conn.close().await;
+    db.cleanup().await;
+    assert!(
+        problems.is_empty(),
+        "synapse on {name}:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// The project's fixture holds the shared fixture's rows (the columns it keeps), its three
+/// dialect files hold the same data, and EXPECTED is the shared header's table. Skipped without
+/// `../shared`.
+#[tokio::test]
+async fn fixture_matches_shared() {
+    let dir = fixture_dir();
+    // The data is the same in every dialect: from the first INSERT on, the files are equal.
+    let data = |d: &str| {
+        let t = std::fs::read_to_string(dir.join(format!("synapse.{d}.sql"))).unwrap();
+        let at = t.find("INSERT INTO").expect("data");
+        t[at..].to_string()
+    };
+    assert_eq!(
+        data("sqlite"),
+        data("postgres"),
+        "synapse.postgres.sql data"
+    );
+    assert_eq!(data("sqlite"), data("mysql"), "synapse.mysql.sql data");
+
+    let shared_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/synapse.sqlite.sql");
+    let Ok(shared_sql) = std::fs::read_to_string(&shared_path) else {
+        eprintln!("{} not found: nothing to compare", shared_path.display());
+        return;
+    };
+
+    // EXPECTED is the shared header's table.
+    let header: Vec<Vec<String>> = shared_sql
+        .lines()
+        .filter(|l| l.starts_with("-- | R"))
+        .map(|l| l[3..].split('|').map(|c| c.trim().to_string()).collect())
+        .collect();
+    assert_eq!(
+        header.len(),
+        EXPECTED.len(),
+        "rows of the shared expected table"
+    );
+    for cells in &header {
+        // | room | user | room_id | user_id | stored | recomputed | drift | notif | last_read | kind |
+        let (room, user) = (cells[3].as_str(), cells[4].as_str());
+        let e = EXPECTED
+            .iter()
+            .find(|e| e.room == room && e.user == user)
+            .unwrap_or_else(|| panic!("shared row {user} in {room} is not in EXPECTED"));
+        let ev: i64 = cells[9]
+            .split_whitespace()
+            .find_map(|w| {
+                w.trim_start_matches('(')
+                    .strip_prefix("ev")?
+                    .trim_end_matches(')')
+                    .parse()
+                    .ok()
+            })
+            .expect("evN");
+        let nums: Vec<i64> = cells[5..8].iter().map(|c| c.parse().unwrap()).collect();
+        assert_eq!(
+            nums,
+            vec![e.stored, e.recomputed, e.drift],
+            "{user} in {room}"
+        );
+        // The watermark the shared table names (dave's receipt ev6 included: tidemark writes none
+        // for a member who left, and owes him 0 whatever it is).
+        assert_eq!(e.last_read.unwrap_or(6), ev, "{user} in {room}: watermark");
+    }
+
+    // The rows: load both files into SQLite and compare the columns the project keeps.
+    let tmp = tempfile::tempdir().unwrap();
+    let open = |file: &str| format!("sqlite:{}?mode=rwc", tmp.path().join(file).display());
+    let mut shared = common::connect(&open("shared.db")).await;
+    sqlx::raw_sql(&shared_sql)
+        .execute(&mut shared)
+        .await
+        .expect("loading the shared fixture");
+    let mut ours = common::connect(&open("ours.db")).await;
+    exec_all(&mut ours, &statements(&dir.join("synapse.sqlite.sql"))).await;
+    let tables = [
+        ("events", "stream_ordering, event_id, type, room_id, sender, state_key, outlier, rejection_reason", "stream_ordering"),
+        ("redactions", "event_id, redacts", "event_id"),
+        ("local_current_membership", "room_id, user_id, event_id, membership, event_stream_ordering", "user_id, room_id"),
+        ("receipts_linearized", "stream_id, room_id, receipt_type, user_id, event_id, thread_id, event_stream_ordering", "stream_id"),
+        ("event_push_summary", "user_id, room_id, notif_count, stream_ordering, unread_count, last_receipt_stream_ordering, thread_id", "user_id, room_id, thread_id"),
+        ("event_json", "event_id, room_id, json", "event_id"),
+    ];
+    for (table, cols, order) in tables {
+        let quoted = cols
+            .split(", ")
+            .map(|c| format!("quote({c})"))
+            .collect::<Vec<_>>()
+            .join(" || '|' || ");
+        let sql = format!("SELECT {quoted} FROM {table} ORDER BY {order}");
+        let read = |rows: Vec<sqlx::any::AnyRow>| -> Vec<String> {
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).unwrap())
+                .collect()
+        };
+        let a = read(sqlx::query(&sql).fetch_all(&mut shared).await.unwrap());
+        let b = read(sqlx::query(&sql).fetch_all(&mut ours).await.unwrap());
+        assert!(!a.is_empty(), "{table}: no rows in the shared fixture");
+        if table != "event_json" {
+            assert_eq!(
+                a, b,
+                "{table}: the project's rows differ from the shared fixture's"
+            );
+            continue;
+        }
+        // event_json: the same events; the project keeps the keys that decide unread, equal.
+        assert_eq!(a.len(), b.len(), "event_json rows");
+        let json_of = |quoted_row: &str| -> serde_json::Value {
+            let json = quoted_row.splitn(3, '|').nth(2).unwrap();
+            let inner = &json[1..json.len() - 1];
+            serde_json::from_str(&inner.replace("''", "'")).unwrap()
+        };
+        for (full, kept) in a.iter().zip(&b) {
+            let prefix = |s: &str| s.splitn(3, '|').take(2).collect::<Vec<_>>().join("|");
+            assert_eq!(prefix(full), prefix(kept), "event_json keys");
+            let (full, kept) = (json_of(full), json_of(kept));
+            for key in [
+                "type",
+                "room_id",
+                "sender",
+                "state_key",
+                "content",
+                "redacts",
+            ] {
+                assert_eq!(
+                    full.get(key),
+                    kept.get(key),
+                    "event_json.json {key}: {full}"
+                );
+            }
+        }
+    }
+    let _ = shared.close().await;
+    let _ = ours.close().await;
+}
