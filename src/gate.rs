@@ -467,7 +467,7 @@ pub fn decide(
 /// that is tidemark's own (it names `tidemark_` tables, the watermark table `exclude`, or the
 /// statistics views) does not count.
 pub fn statement_uses(text: &str, table: &str, column: &str, exclude: &[&str]) -> bool {
-    let idents = identifiers(text);
+    let idents = crate::dialect::identifiers(text);
     let has = |name: &str| idents.iter().any(|i| i.eq_ignore_ascii_case(name));
     let table_name = table.rsplit('.').next().unwrap_or(table);
     if !has(column) || !has(table_name) {
@@ -484,50 +484,6 @@ pub fn statement_uses(text: &str, table: &str, column: &str, exclude: &[&str]) -
             })
     });
     !own
-}
-
-/// The identifiers of an SQL text: bare words and `"…"` / `` `…` `` quoted names, with string
-/// literals skipped.
-fn identifiers(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\'' {
-            i += 1;
-            while i < chars.len() {
-                if chars[i] == '\'' {
-                    if chars.get(i + 1) == Some(&'\'') {
-                        i += 2;
-                        continue;
-                    }
-                    break;
-                }
-                i += 1;
-            }
-            i += 1;
-        } else if c == '"' || c == '`' {
-            let start = i + 1;
-            i += 1;
-            while i < chars.len() && chars[i] != c {
-                i += 1;
-            }
-            out.push(chars[start..i.min(chars.len())].iter().collect());
-            i += 1;
-        } else if c.is_alphanumeric() || c == '_' || c == '$' {
-            let start = i;
-            while i < chars.len()
-                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
-            {
-                i += 1;
-            }
-            out.push(chars[start..i].iter().collect());
-        } else {
-            i += 1;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1066,7 +1066,7 @@ async fn sqlite_plan(conn: &mut AnyConnection, target: &Target, ms: u128) -> Res
         let obj = text(r, 1)?.unwrap_or_default();
         let on = text(r, 2)?.unwrap_or_default();
         let sql = text(r, 3)?.unwrap_or_default();
-        let idents = sql_identifiers(&sql);
+        let idents = crate::dialect::identifiers(&sql);
         let mentions = |n: &str| idents.iter().any(|i| i.eq_ignore_ascii_case(n));
         let on_table = kind == "trigger" && on.eq_ignore_ascii_case(&name);
         let uses = if target.drop_table {
@@ -1166,7 +1166,7 @@ async fn sqlite_plan(conn: &mut AnyConnection, target: &Target, ms: u128) -> Res
         };
         let uses = cols.iter().any(|c| c.eq_ignore_ascii_case(column))
             || sql.as_deref().is_some_and(|s| {
-                sql_identifiers(s)
+                crate::dialect::identifiers(s)
                     .iter()
                     .any(|i| i.eq_ignore_ascii_case(column))
             });
@@ -1188,7 +1188,7 @@ async fn sqlite_plan(conn: &mut AnyConnection, target: &Target, ms: u128) -> Res
     let mut dropped_constraints = Vec::new();
     let mut found = false;
     for element in &parts.elements {
-        let idents = sql_identifiers(element);
+        let idents = crate::dialect::identifiers(element);
         let first = idents.first().cloned().unwrap_or_default();
         let is_constraint = ["CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN"]
             .iter()
@@ -1420,59 +1420,6 @@ pub fn split_create_table(sql: &str) -> Option<CreateTableParts> {
         i += 1;
     }
     None
-}
-
-/// The identifiers of an SQL text: bare words and quoted names (`"…"`, `` `…` ``, `[…]`),
-/// string literals and comments skipped.
-pub fn sql_identifiers(sql: &str) -> Vec<String> {
-    let chars: Vec<char> = sql.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\'' => {
-                i += 1;
-                while i < chars.len() {
-                    if chars[i] == '\'' {
-                        if chars.get(i + 1) == Some(&'\'') {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            '"' | '`' | '[' => {
-                let close = if c == '[' { ']' } else { c };
-                let from = i + 1;
-                i += 1;
-                while i < chars.len() && chars[i] != close {
-                    i += 1;
-                }
-                out.push(chars[from..i.min(chars.len())].iter().collect());
-                i += 1;
-            }
-            '-' if chars.get(i + 1) == Some(&'-') => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            _ if c.is_alphanumeric() || c == '_' => {
-                let from = i;
-                while i < chars.len()
-                    && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
-                {
-                    i += 1;
-                }
-                out.push(chars[from..i].iter().collect());
-            }
-            _ => i += 1,
-        }
-    }
-    out
 }
 
 /// `--execute` after the gate: final audit, archive, verification, DDL.
@@ -2125,7 +2072,9 @@ mod tests {
     #[test]
     fn identifiers_skip_literals() {
         assert_eq!(
-            sql_identifiers("SELECT [a b], 'unread_count', `x` FROM \"t\" -- unread_count"),
+            crate::dialect::identifiers(
+                "SELECT [a b], 'unread_count', `x` FROM \"t\" -- unread_count"
+            ),
             vec!["SELECT", "a b", "x", "FROM", "t"]
         );
     }
