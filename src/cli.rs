@@ -180,6 +180,10 @@ pub struct AuditArgs {
     /// Longest lock wait per statement.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub lock_timeout: humantime::Duration,
+    /// Leave out conversations whose newest message is younger than this (e.g. "5m"): writes
+    /// still in flight are not drift. Needs messages.created_at.
+    #[arg(long, value_name = "DURATION")]
+    pub min_age: Option<humantime::Duration>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -287,6 +291,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 scope,
                 scope_description,
                 lock_timeout: args.lock_timeout.into(),
+                min_age: args.min_age.map(Into::into),
             };
             let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
             match args.format {
@@ -456,6 +461,12 @@ pub fn print_audit(s: &audit::AuditSummary) {
     }
     if !s.scope.is_empty() {
         println!("  scope: {}", s.scope.join("; "));
+    }
+    if s.left_out_recent > 0 {
+        println!(
+            "  left out {} conversations whose newest message is younger than --min-age",
+            s.left_out_recent
+        );
     }
     if s.parts > 1 {
         println!("  this run took {} parts (--resume)", s.parts);

@@ -555,3 +555,101 @@ async fn ledger_records_report_hash_and_fingerprint() {
     drop(conn);
     db.cleanup().await;
 }
+
+/// `--min-age`: conversations with a message younger than the limit are left out and counted.
+async fn min_age(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "au_minage").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut conn, _, _, _) = prepared(&db, dir.path(), 2000).await;
+    // Every message an hour old; the newest message of conversations 1..=50 a moment ago.
+    let now = tidemark::stages::now_ms() / 1000;
+    sqlx::raw_sql(&format!("UPDATE messages SET created_at = {}", now - 3600))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!(
+        "UPDATE messages SET created_at = {now} WHERE conv_id <= 50 AND id = (SELECT MAX(m2.id) FROM (SELECT conv_id, id FROM messages) m2 WHERE m2.conv_id = messages.conv_id)"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let text = scenario::mapping_toml("per_member", false).replace(
+        "sender = \"sender_id\"",
+        "sender = \"sender_id\"\ncreated_at = \"created_at\"",
+    );
+    let mapping_path = dir.path().join("timed.toml");
+    std::fs::write(&mapping_path, text).unwrap();
+    let all = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping_path,
+        &["--report", "all.csv", "--no-ledger"],
+    );
+    assert_eq!(all.status.code(), Some(1));
+    let out = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping_path,
+        &[
+            "--report",
+            "quiet.csv",
+            "--no-ledger",
+            "--min-age",
+            "10m",
+            "--format",
+            "json",
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let recent: i64 = sqlx::query_scalar(&format!(
+        "SELECT COUNT(DISTINCT conv_id) FROM messages WHERE created_at > {}",
+        now - 600
+    ))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(recent > 0);
+    assert_eq!(json["left_out_recent"].as_i64(), Some(recent));
+    let (all_rows, _) = csv_rows(&dir.path().join("all.csv"));
+    let (quiet_rows, _) = csv_rows(&dir.path().join("quiet.csv"));
+    let expected: Vec<_> = all_rows
+        .iter()
+        .filter(|r| r[0].parse::<i64>().unwrap() > 50)
+        .cloned()
+        .collect();
+    assert_eq!(
+        quiet_rows, expected,
+        "exactly the rows of the quiet conversations"
+    );
+    assert!(quiet_rows.len() < all_rows.len());
+    // Without created_at in the mapping, --min-age is bad input.
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, scenario::mapping_toml("per_member", false)).unwrap();
+    let out = tidemark(
+        dir.path(),
+        &db.url,
+        &plain,
+        &["--no-ledger", "--min-age", "10m"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("created_at"));
+    drop(conn);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn min_age_sqlite() {
+    min_age(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn min_age_postgres() {
+    min_age(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn min_age_mysql() {
+    min_age(Backend::Mysql).await;
+}

@@ -12,15 +12,15 @@ WITH tm_base AS (
          tm_mb.join_pos AS join_pos
 {% else %}
          1 AS is_member,
-         NULL AS join_pos
+         CAST(NULL AS {{ int }}) AS join_pos
 {% endif %}
   FROM (SELECT {{ ctr.conv }} AS conv, {{ ctr.user }} AS usr, CAST({{ ctr.column }} AS {{ int }}) AS stored
-        FROM {{ ctr.table }}
-        WHERE 1 = 1{{ m.range(ctr.conv, range) }}) tm_k
+        FROM {{ ctr.table }} tm_r
+        WHERE 1 = 1{{ m.range("tm_r." ~ ctr.conv, range) }}) tm_k
   LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
   LEFT JOIN (SELECT {{ mem.conv }} AS conv, {{ mem.user }} AS usr,
-                    {% if mem.join %}{{ mem.join }}{% else %}NULL{% endif %} AS join_pos,
+                    {% if mem.join %}{{ mem.join }}{% else %}CAST(NULL AS {{ int }}){% endif %} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
              FROM {{ mem.table }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}

@@ -12,8 +12,8 @@ WITH tm_base AS (
          CAST({{ ctr.column }} AS {{ int }}) AS stored,
          CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS is_countable,
          CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS is_legacy
-  FROM {{ msg.table }}
-  WHERE 1 = 1{{ m.range(msg.conv, range) }}
+  FROM {{ msg.table }} tm_r
+  WHERE 1 = 1{{ m.range("tm_r." ~ msg.conv, range) }}
 ),
 tm_rows AS {{ materialized }} (
   SELECT tm_b.conv, tm_b.pos, tm_b.sender, tm_b.stored, tm_b.is_countable, tm_b.is_legacy,

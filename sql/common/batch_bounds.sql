@@ -5,15 +5,15 @@
 {% import "macros.sql" as m %}
 {% if unit == "messages" %}
 SELECT {{ msg.conv }} AS conv, COUNT(*) AS n
-FROM {{ msg.table }}
-WHERE 1 = 1{{ m.range(msg.conv, range) }}
+FROM {{ msg.table }} tm_r
+WHERE 1 = 1{{ m.range("tm_r." ~ msg.conv, range) }}
 GROUP BY {{ msg.conv }}
 ORDER BY {{ msg.conv }}
 LIMIT {{ limit }}
 {% elif unit == "counters" %}
 SELECT {{ ctr.conv }} AS conv, COUNT(*) AS n
-FROM {{ ctr.table }}
-WHERE 1 = 1{{ m.range(ctr.conv, range) }}
+FROM {{ ctr.table }} tm_r
+WHERE 1 = 1{{ m.range("tm_r." ~ ctr.conv, range) }}
 GROUP BY {{ ctr.conv }}
 ORDER BY {{ ctr.conv }}
 LIMIT {{ limit }}

@@ -331,6 +331,8 @@ pub struct RangeParams {
     pub to: Option<String>,
     /// The sample predicate over `{col}` (`--sample`).
     pub sample: Option<String>,
+    /// The quiescence predicate over `{col}` (`--min-age`).
+    pub quiet: Option<String>,
 }
 
 /// Renders the statement `name` (a `sql/` file; `{dialect}/` is tried first) with the

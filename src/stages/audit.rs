@@ -56,6 +56,9 @@ pub struct AuditOptions {
     pub scope_description: Vec<String>,
     /// The longest lock wait of one statement.
     pub lock_timeout: Duration,
+    /// Leave out conversations whose newest message is younger than this (writes still in
+    /// flight in the application are not drift). Needs `messages.created_at`.
+    pub min_age: Option<Duration>,
 }
 
 impl Default for AuditOptions {
@@ -76,6 +79,7 @@ impl Default for AuditOptions {
             scope: Scope::default(),
             scope_description: Vec::new(),
             lock_timeout: Duration::from_secs(2),
+            min_age: None,
         }
     }
 }
@@ -133,6 +137,8 @@ pub struct AuditSummary {
     pub parts: u64,
     /// The scope, when not the whole table (`--conversations`, `--sample`).
     pub scope: Vec<String>,
+    /// Conversations left out by `--min-age` (their newest message was too young).
+    pub left_out_recent: u64,
     /// The last conversation covered (the checkpoint), for an incomplete run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Key>,
@@ -203,6 +209,7 @@ pub async fn run(
         "cap": opts.cap, "report": opts.report.display().to_string(), "batch_size": opts.batch_size,
         "max_drift_rows": opts.max_drift_rows, "max_drift_ratio": opts.max_drift_ratio,
         "max_abs_drift": opts.max_abs_drift, "scope": opts.scope_description,
+        "min_age_s": opts.min_age.map(|a| a.as_secs()),
         "store_rows": opts.store_rows,
     });
     if opts.store_rows && !opts.ledger {
@@ -253,6 +260,18 @@ pub async fn run(
     };
     summary.ledger_id = ledger_id;
     let previous_ms = summary.duration_ms;
+    let mut opts = opts.clone();
+    if let Some(age) = opts.min_age {
+        let (quiet, left_out) = quiescence(conn, mapping, dialect, &opts.scope, age).await?;
+        opts.scope.quiet_sql = Some(quiet);
+        summary.left_out_recent = left_out;
+        if !summary.scope.iter().any(|s| s.starts_with("min-age")) {
+            summary
+                .scope
+                .push(format!("min-age {}", humantime::format_duration(age)));
+        }
+    }
+    let opts = &opts;
     let result = audit_batches(
         conn,
         &ctx,
@@ -320,6 +339,90 @@ pub async fn run(
             Err(e)
         }
     }
+}
+
+/// The `--min-age` filter: a predicate over the conversation column `{col}` that keeps only
+/// conversations with no message newer than now - `age`, and how many it leaves out now. An
+/// integer `created_at` is read as Unix seconds, or milliseconds when its newest value is
+/// above 10^11 (after 1973 in ms, beyond 5138 in s).
+///
+/// Errors (exit 2): the mapping has no `messages.created_at`.
+async fn quiescence(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    scope: &Scope,
+    age: Duration,
+) -> Result<(String, u64)> {
+    let Some(created) = mapping.messages.created_at.as_deref() else {
+        return Err(input_error(
+            "--min-age needs messages.created_at in the mapping: the time of each message",
+        ));
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    let q = |s: &str| dialect.quote(s);
+    let (table, conv, created_q) = (
+        q(&mapping.messages.table),
+        q(&mapping.messages.conversation),
+        q(created),
+    );
+    let declared = schema::column_type(conn, &ctx, &mapping.messages.table, created)
+        .await?
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let secs = age.as_secs();
+    let cutoff = if declared.contains("int") {
+        let newest: Option<i64> = sqlx::query(&format!(
+            "SELECT CAST(MAX({created_q}) AS {}) FROM {table}",
+            dialect.int_cast()
+        ))
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+        let now_s = super::now_ms() / 1000;
+        if newest.unwrap_or(0) > 100_000_000_000 {
+            ((now_s - secs as i64) * 1000).to_string()
+        } else {
+            (now_s - secs as i64).to_string()
+        }
+    } else {
+        match dialect {
+            Dialect::Postgres => format!("(CURRENT_TIMESTAMP - INTERVAL '{secs} seconds')"),
+            Dialect::Mysql => format!("(CURRENT_TIMESTAMP(6) - INTERVAL {secs} SECOND)"),
+            Dialect::Sqlite => format!("datetime('now', '-{secs} seconds')"),
+        }
+    };
+    let quiet = format!(
+        "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created_q} > {cutoff})"
+    );
+    let mut in_scope = String::new();
+    if let Some(sample) = &scope.sample_sql {
+        in_scope = format!(" AND {}", sample.replace("{col}", &conv));
+    }
+    let mut binds = Vec::new();
+    if let Some(from) = &scope.from {
+        in_scope.push_str(&format!(
+            " AND {conv} >= {}",
+            dialect.placeholder(binds.len() + 1)
+        ));
+        binds.push(from.clone());
+    }
+    if let Some(to) = &scope.to {
+        in_scope.push_str(&format!(
+            " AND {conv} <= {}",
+            dialect.placeholder(binds.len() + 1)
+        ));
+        binds.push(to.clone());
+    }
+    let sql = format!(
+        "SELECT COUNT(DISTINCT {conv}) FROM {table} WHERE {created_q} > {cutoff}{in_scope}"
+    );
+    let mut query = sqlx::query(&sql);
+    for k in &binds {
+        query = k.bind(query);
+    }
+    let left_out: i64 = query.fetch_one(&mut *conn).await?.try_get(0)?;
+    Ok((quiet, left_out.max(0) as u64))
 }
 
 /// The newest audit of this mapping, which must be incomplete and have the same options.

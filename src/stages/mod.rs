@@ -79,6 +79,9 @@ pub struct Scope {
     pub to: Option<Key>,
     /// An SQL predicate over `{col}` (the conversation column) that keeps the sample.
     pub sample_sql: Option<String>,
+    /// An SQL predicate over `{col}` that leaves out conversations with recent writes
+    /// (`--min-age`).
+    pub quiet_sql: Option<String>,
 }
 
 impl Scope {
@@ -171,6 +174,7 @@ fn range_params(dialect: Dialect, first: usize, lo: bool, hi: bool, scope: &Scop
         from: next(scope.from.is_some()),
         to: next(scope.to.is_some()),
         sample: scope.sample_sql.clone(),
+        quiet: scope.quiet_sql.clone(),
     }
 }
 
