@@ -61,7 +61,12 @@ pub async fn column_type(
 ///
 /// Errors (exit 2): a type tidemark cannot key a watermark by (uuid, binary, decimal…), named.
 pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType> {
-    let t = declared.to_ascii_lowercase();
+    // MySQL/MariaDB add " CHARACTER SET … COLLATE …" (sql/mysql/column_type.sql).
+    let (base, attributes) = match declared.find(" CHARACTER SET ") {
+        Some(i) => (&declared[..i], &declared[i..]),
+        None => (declared, ""),
+    };
+    let t = base.to_ascii_lowercase();
     if t.contains("int") {
         return Ok(KeyType {
             kind: KeyKind::Integer,
@@ -76,9 +81,9 @@ pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType>
     }
     let ddl = match dialect {
         Dialect::Postgres => declared.to_string(),
-        // A TEXT column cannot be part of a MySQL primary key without a prefix length.
         Dialect::Mysql if t.starts_with("varchar") || t.starts_with("char") => declared.to_string(),
-        Dialect::Mysql => "VARCHAR(255)".into(),
+        // A TEXT column cannot be part of a MySQL primary key without a prefix length.
+        Dialect::Mysql => format!("VARCHAR(255){attributes}"),
         Dialect::Sqlite => "TEXT".into(),
     };
     Ok(KeyType {
@@ -244,5 +249,50 @@ pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &st
                 Err(other) => Err(other),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_types_keep_the_collation() {
+        let k = key_type(
+            Dialect::Mysql,
+            "varchar(255) CHARACTER SET ascii COLLATE ascii_bin",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            (k.kind, k.ddl.as_str()),
+            (
+                KeyKind::Text,
+                "varchar(255) CHARACTER SET ascii COLLATE ascii_bin"
+            )
+        );
+        let k = key_type(
+            Dialect::Mysql,
+            "mediumtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            k.ddl,
+            "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        );
+        assert_eq!(
+            key_type(Dialect::Mysql, "bigint(20) unsigned", "x")
+                .unwrap()
+                .kind,
+            KeyKind::Integer
+        );
+        assert_eq!(
+            key_type(Dialect::Postgres, "character varying(64)", "x")
+                .unwrap()
+                .ddl,
+            "character varying(64)"
+        );
+        assert!(key_type(Dialect::Postgres, "uuid", "x").is_err());
     }
 }

@@ -135,6 +135,11 @@ fn fixture_dir() -> PathBuf {
 fn statements(path: &Path) -> Vec<String> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    split_sql(&text, &path.display().to_string())
+}
+
+/// [`statements`] of a text; `what` names it in the panic message.
+fn split_sql(text: &str, what: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
     for line in text.lines() {
@@ -147,12 +152,71 @@ fn statements(path: &Path) -> Vec<String> {
             out.push(std::mem::take(&mut current));
         }
     }
-    assert!(
-        current.trim().is_empty(),
-        "{}: unterminated statement",
-        path.display()
-    );
+    assert!(current.trim().is_empty(), "{what}: unterminated statement");
     out
+}
+
+/// The fenced blocks tagged `lang` in README.md's section "Worked example: mapping Matrix
+/// Synapse", in order.
+fn readme_blocks(lang: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let at = readme
+        .find("\n## Worked example: mapping Matrix Synapse\n")
+        .expect("README.md has the section \"## Worked example: mapping Matrix Synapse\"");
+    let section = &readme[at + 1..];
+    let section = match section[3..].find("\n## ") {
+        Some(end) => &section[..end + 4],
+        None => section,
+    };
+    let mut blocks = Vec::new();
+    let mut open: Option<String> = None;
+    for line in section.lines() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(tag)) if tag.trim() == lang => open = Some(String::new()),
+            (None, Some(_)) => open = Some(String::from("\u{0}")), // another language: skipped
+            (Some(block), Some("")) => {
+                if !block.starts_with('\u{0}') {
+                    blocks.push(std::mem::take(block));
+                }
+                open = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// README.md's worked example shows this fixture's views and mapping (the report is checked by
+/// `synapse_sqlite`).
+#[test]
+fn readme_shows_the_fixture() {
+    let dir = fixture_dir();
+    let sql = readme_blocks("sql");
+    assert_eq!(sql.len(), 1, "one sql block in the section");
+    let views = std::fs::read_to_string(dir.join("views.sqlite.sql")).unwrap();
+    let trimmed = |v: Vec<String>| v.iter().map(|s| s.trim().to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        trimmed(split_sql(&sql[0], "README.md")),
+        trimmed(split_sql(&views, "views.sqlite.sql")),
+        "README.md's views differ from tests/fixtures/synapse/views.sqlite.sql (comments aside)"
+    );
+    let toml = readme_blocks("toml");
+    assert_eq!(toml.len(), 1, "one toml block in the section");
+    let file = std::fs::read_to_string(dir.join("tidemark.toml")).unwrap();
+    let body: String = file
+        .lines()
+        .skip_while(|l| l.starts_with('#') || l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        toml[0], body,
+        "README.md's mapping differs from tests/fixtures/synapse/tidemark.toml"
+    );
 }
 
 #[tokio::test]
@@ -360,6 +424,17 @@ async fn run(backend: Backend) {
         ));
     }
     let report = &reports[0];
+    if backend == Backend::Sqlite {
+        // README.md's worked example ends with this report, produced on SQLite.
+        let csv = readme_blocks("csv");
+        let written = std::fs::read_to_string(tmp.path().join("drift-5000.csv")).unwrap();
+        if csv.len() != 1 || csv[0] != written {
+            problems.push(format!(
+                "README.md's report differs from the audit's:\n{written}\nREADME.md:\n{}",
+                csv.join("\n")
+            ));
+        }
+    }
 
     for e in &EXPECTED {
         let key = (e.room.to_string(), e.user.to_string());
