@@ -141,7 +141,7 @@ pub struct AuditArgs {
     #[arg(long, default_value = "tidemark-drift.csv", value_name = "FILE")]
     pub report: PathBuf,
     /// Compare counts as "N+": counting stops at N+1 and both sides are clamped to N+1.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(0..))]
     pub cap: Option<i64>,
     /// Rows per batch (counter rows, or messages for per_message).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -339,7 +339,7 @@ async fn audit_scope(
             Ok(Some(match conv.kind {
                 crate::schema::KeyKind::Integer => Key::Int(text.parse().map_err(|_| {
                     crate::error::input_error(format!(
-                        "--conversations {range:?}: {text:?} is not an integer, and the conversation key is"
+                        "--conversations {range:?}: {text:?} is not an integer (the conversation key is an integer column)"
                     ))
                 })?),
                 crate::schema::KeyKind::Text => Key::Text(text.to_string()),
@@ -347,6 +347,14 @@ async fn audit_scope(
         };
         scope.from = key(from)?;
         scope.to = key(to)?;
+        // Text keys order by the database's collation, so only integer ranges are checked here.
+        if let (Some(Key::Int(a)), Some(Key::Int(b))) = (&scope.from, &scope.to) {
+            if a > b {
+                return Err(crate::error::input_error(format!(
+                    "--conversations {range:?}: FROM is after TO, so the range is empty"
+                )));
+            }
+        }
         description.push(format!("conversations {range}"));
     }
     if let Some(percent) = args.sample {
@@ -392,6 +400,12 @@ pub fn print_backfill(s: &backfill::BackfillSummary, dry_run: bool) {
     );
     for (source, n) in &s.by_source {
         println!("  from {source:<12} {n}");
+    }
+    if s.kept_over_counter > 0 {
+        println!(
+            "  kept {} existing watermarks whose only evidence was the counter (a counter never advances a watermark that exists)",
+            s.kept_over_counter
+        );
     }
     if s.no_evidence > 0 {
         println!(

@@ -64,6 +64,7 @@ impl ReportWriter {
     ///
     /// Errors (exit 3): the folder does not exist or is not writable.
     pub fn create(dest: &Path, shape: Shape) -> Result<ReportWriter> {
+        check_destination(dest)?;
         let name = dest
             .file_name()
             .with_context(|| format!("report path {} names no file", dest.display()))?;
@@ -153,6 +154,20 @@ impl ReportWriter {
         let tmp = self.tmp.clone();
         drop(self);
         let _ = std::fs::remove_file(tmp);
+    }
+}
+
+/// A report or metrics file replaces its destination by a rename: refuse anything but a
+/// regular file (or nothing) there, so `--report /dev/null` or a symlink is never replaced.
+///
+/// Errors (exit 2): the path is a directory, a device, a FIFO, a socket or a symlink.
+pub fn check_destination(dest: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(dest) {
+        Ok(meta) if !meta.file_type().is_file() => Err(crate::error::input_error(format!(
+            "{} exists and is not a regular file (a directory, link, device or pipe): give a file path for the output",
+            dest.display()
+        ))),
+        _ => Ok(()),
     }
 }
 

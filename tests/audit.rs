@@ -653,3 +653,88 @@ async fn min_age_postgres() {
 async fn min_age_mysql() {
     min_age(Backend::Mysql).await;
 }
+
+/// A scoped audit never opens the contract gate, a reversed range is bad input, and an
+/// output path that is not a regular file is refused before anything runs.
+#[tokio::test]
+async fn scoped_audits_do_not_open_the_gate_and_outputs_are_checked() {
+    let Some(db) = TestDb::create(Backend::Sqlite, "au_gate").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, _, _, mapping_path) = prepared(&db, dir.path(), 1000).await;
+    assert_eq!(
+        tidemark(
+            dir.path(),
+            &db.url,
+            &mapping_path,
+            &["--report", "full.csv"]
+        )
+        .status
+        .code(),
+        Some(1)
+    );
+    // A narrow range that happens to be clean passes, but only as a scoped run.
+    let (full, _) = csv_rows(&dir.path().join("full.csv"));
+    let clean_conv = (1..1000)
+        .find(|c| !full.iter().any(|r| r[0] == c.to_string()))
+        .unwrap();
+    let range = format!("{clean_conv}..{clean_conv}");
+    let scoped = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping_path,
+        &["--report", "s.csv", "--conversations", &range],
+    );
+    assert_eq!(
+        scoped.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&scoped.stdout)
+    );
+    let gate = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+        .current_dir(dir.path())
+        .args(["contract", "--database", &db.url, "--mapping"])
+        .arg(&mapping_path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        gate.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&gate.stdout)
+    );
+    // Reversed range.
+    let out = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping_path,
+        &["--conversations", "10..1"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FROM is after TO"));
+    // A symlink as the report: refused, the link left as it was.
+    let target = dir.path().join("elsewhere.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    let link = dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping_path,
+        &["--report", "link.csv"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    drop(conn);
+    db.cleanup().await;
+}

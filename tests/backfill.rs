@@ -590,3 +590,57 @@ async fn one_runner_sqlite() {
     drop(conn);
     db.cleanup().await;
 }
+
+/// A counter never advances a watermark that exists: the application's watermark 3 with a
+/// counter wrongly cleared to 0 stays 3 (a "mark all read" race must not mark messages read).
+#[tokio::test]
+async fn counter_never_advances_an_existing_watermark() {
+    let Some(db) = TestDb::create(Backend::Sqlite, "bf_counter").await else {
+        return;
+    };
+    let dsn = Dsn::parse(&db.url).unwrap();
+    let mut conn = db.connect().await;
+    common::exec_all(&mut conn, &scenario::schema_sql()).await;
+    common::exec_all(
+        &mut conn,
+        &[
+            "INSERT INTO messages (conv_id, id, sender_id) VALUES (1, 1, 'a'), (1, 2, 'a'), (1, 3, 'a'), (1, 4, 'a'), (1, 5, 'a')".into(),
+            "INSERT INTO members (conv_id, user_id) VALUES (1, 'a'), (1, 'b'), (1, 'c')".into(),
+            "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES (1, 'b', 0), (1, 'c', 0)".into(),
+        ],
+    )
+    .await;
+    let mapping = Mapping::parse(&scenario::mapping_toml("per_member", false), "m").unwrap();
+    expand::run(&mut conn, &mapping, dsn.dialect, false)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ('b', 1, 3)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let s = backfill::run(
+        &mut conn,
+        &mapping,
+        dsn.dialect,
+        &backfill::BackfillOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.kept_over_counter, 1);
+    let wm = watermarks(&mut conn).await;
+    assert_eq!(
+        wm.iter().find(|w| w.0 == "b").map(|w| w.2),
+        Some(3),
+        "{wm:?}"
+    );
+    // c had no watermark: the counter fills it (k = 0: read up to the newest message).
+    assert_eq!(
+        wm.iter().find(|w| w.0 == "c").map(|w| (w.2, w.3.as_str())),
+        Some((5, "counter")),
+        "{wm:?}"
+    );
+    drop(conn);
+    db.cleanup().await;
+}

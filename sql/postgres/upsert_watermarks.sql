@@ -8,5 +8,6 @@ VALUES
   (${{ 4*i+1 }}, ${{ 4*i+2 }}, ${{ 4*i+3 }}, ${{ 4*i+4 }}){{ "," if not loop.last }}
 {% endfor %}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
-SET last_read_id = GREATEST({{ wm }}.last_read_id, EXCLUDED.last_read_id),
+SET updated_at = CASE WHEN EXCLUDED.last_read_id > {{ wm }}.last_read_id THEN now() ELSE {{ wm }}.updated_at END,
+    last_read_id = GREATEST({{ wm }}.last_read_id, EXCLUDED.last_read_id),
     source = EXCLUDED.source

@@ -7,5 +7,6 @@ VALUES
   (?, ?, ?, ?){{ "," if not loop.last }}
 {% endfor %}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
-SET last_read_id = MAX(last_read_id, excluded.last_read_id),
+SET updated_at = CASE WHEN excluded.last_read_id > last_read_id THEN CURRENT_TIMESTAMP ELSE updated_at END,
+    last_read_id = MAX(last_read_id, excluded.last_read_id),
     source = excluded.source

@@ -97,6 +97,8 @@ pub struct BackfillSummary {
     pub unrepresentable_counters: u64,
     /// Batches that hit a lock wait and were retried.
     pub retried_batches: u64,
+    /// Existing watermarks left alone because the only evidence was the counter.
+    pub kept_over_counter: u64,
     /// Counter rows (per message: messages) whose unread number will differ once the counters
     /// are gone: the stored value differs from the one recomputed from the new watermarks.
     pub unread_changes: u64,
@@ -355,9 +357,32 @@ async fn run_batches(
             if let Some(id) = ledger_id {
                 // What the model change loses, for this batch: rows whose unread number will
                 // differ once the counter is gone (the audit's own statement, after the write).
-                summary.unread_changes += count_changes(conn, ctx, &batch).await?;
-                let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: summary.clone() };
-                ledger::set_checkpoint(conn, ctx.dialect, id, &serde_json::to_value(&cp)?).await?;
+                // Lock waits here are retried like the batch's own (the batch is committed).
+                let mut backoff = ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(200))
+                    .with_max_times(opts.retries)
+                    .with_jitter()
+                    .build();
+                let changes = loop {
+                    let step = async {
+                        let n = count_changes(conn, ctx, &batch).await?;
+                        let mut s = summary.clone();
+                        s.unread_changes += n;
+                        let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: s };
+                        ledger::set_checkpoint(conn, ctx.dialect, id, &serde_json::to_value(&cp)?).await?;
+                        Ok::<_, anyhow::Error>(n)
+                    }
+                    .await;
+                    match step {
+                        Ok(n) => break n,
+                        Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
+                            Some(delay) => tokio::time::sleep(delay).await,
+                            None => return Err(e),
+                        },
+                        Err(e) => return Err(e),
+                    }
+                };
+                summary.unread_changes += changes;
             }
             progress.message("");
             progress.advance(batch.rows);
@@ -542,6 +567,13 @@ async fn plan_batch(
             (c, _) => c,
         };
         match chosen {
+            // A counter is the weakest evidence: it only fills a missing watermark. Once the
+            // application (or an earlier run) has written one, a drifted counter must not
+            // advance it (a counter cleared by a racing "mark all read" would mark unread
+            // messages read, and forward-only cannot take that back).
+            Some((_, EvidenceKind::Counter)) if existing.is_some() => {
+                summary.kept_over_counter += 1
+            }
             Some((value, source)) => planned.push(Planned {
                 usr,
                 conv,

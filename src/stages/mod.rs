@@ -290,9 +290,13 @@ pub async fn begin_write(conn: &mut AnyConnection, dialect: Dialect) -> Result<(
     Ok(())
 }
 
-/// Commits the open transaction.
+/// Commits the open transaction. A COMMIT that fails (SQLite answers BUSY and leaves the
+/// transaction open) is rolled back, so a retry starts clean.
 pub async fn commit(conn: &mut AnyConnection) -> Result<()> {
-    sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+    if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
+        rollback(conn).await;
+        return Err(e.into());
+    }
     Ok(())
 }
 
