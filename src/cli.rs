@@ -236,10 +236,10 @@ pub async fn run(cli: Cli) -> Result<u8> {
             let stop = Arc::new(AtomicBool::new(false));
             let flag = stop.clone();
             tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("\ntidemark: Ctrl-C: finishing the current batch, then stopping (Ctrl-C again does not hurry it)");
-                    flag.store(true, Ordering::SeqCst);
-                }
+                // Ctrl-C, and SIGTERM (systemd, kill): finish the batch, record it, stop.
+                let name = stop_signal().await;
+                eprintln!("\ntidemark: {name}: finishing the current batch, then stopping");
+                flag.store(true, Ordering::SeqCst);
             });
             let opts = backfill::BackfillOptions {
                 batch_size: args.batch_size,
@@ -309,6 +309,22 @@ pub async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Contract(args) => crate::stages::contract::run_cli(args).await,
     }
+}
+
+/// Waits for Ctrl-C or SIGTERM and names which came.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "Ctrl-C"
 }
 
 /// The audit's scope from `--conversations` and `--sample`, with its description.

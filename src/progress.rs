@@ -13,6 +13,7 @@ pub struct Progress {
     done: u64,
     total: u64,
     started: Instant,
+    last_message: String,
 }
 
 impl Progress {
@@ -26,6 +27,7 @@ impl Progress {
                 done: 0,
                 total,
                 started,
+                last_message: String::new(),
             };
         }
         if std::io::stderr().is_terminal() {
@@ -42,6 +44,7 @@ impl Progress {
                 done: 0,
                 total,
                 started,
+                last_message: String::new(),
             }
         } else {
             Progress {
@@ -50,6 +53,7 @@ impl Progress {
                 done: 0,
                 total,
                 started,
+                last_message: String::new(),
             }
         }
     }
@@ -72,10 +76,17 @@ impl Progress {
         }
     }
 
-    /// Says why the stage is waiting (shown beside the bar).
-    pub fn message(&self, msg: &str) {
+    /// Says why the stage is waiting (beside the bar; as a line of its own when the output is
+    /// not a terminal, once per change of reason).
+    pub fn message(&mut self, msg: &str) {
         if let Some(bar) = &self.bar {
             bar.set_message(msg.to_string());
+        }
+        if let Some((_, _, _)) = &self.plain {
+            if !msg.is_empty() && self.last_message != msg {
+                eprintln!("{msg}");
+            }
+            self.last_message = msg.to_string();
         }
     }
 

@@ -220,8 +220,9 @@ pub async fn preflight(
             if matches!(e, sqlx::Error::Database(_)) {
                 return Err(input_error(format!(
                     "mapping {section} does not match the database: {}",
+                    // The check's own table alias means nothing to the reader.
                     e.as_database_error()
-                        .map(|d| d.message().to_string())
+                        .map(|d| d.message().replace("tm_t.", ""))
                         .unwrap_or_default()
                 )));
             }
