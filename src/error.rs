@@ -36,10 +36,35 @@ pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(message.into()))
 }
 
-/// The exit code for an error: 2 when any cause in its chain is an [`InputError`], else 3
+/// An error and its causes on one line, each cause once: drivers repeat their cause in their
+/// own message ("error returned from database: X" caused by "X"), so a cause already said is
+/// left out.
+pub fn describe(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+/// The exit code for an error: 2 when any cause in its chain is an [`InputError`] or a
+/// database URL option the driver rejects (sqlx's configuration error), else 3
 /// (database and I/O failures, and anything unforeseen: a failure never exits 0 or 1).
 pub fn exit_code(error: &anyhow::Error) -> u8 {
-    if error.chain().any(|cause| cause.is::<InputError>()) {
+    let bad_configuration = error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<sqlx::Error>(),
+            Some(sqlx::Error::Configuration(_))
+        )
+    });
+    if bad_configuration || error.chain().any(|cause| cause.is::<InputError>()) {
         EXIT_USAGE
     } else {
         EXIT_FAILURE

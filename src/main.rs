@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     match runtime.block_on(tidemark::cli::run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("tidemark: error: {e:#}");
+            eprintln!("tidemark: error: {}", tidemark::error::describe(&e));
             ExitCode::from(tidemark::error::exit_code(&e))
         }
     }

@@ -218,12 +218,23 @@ pub async fn preflight(
             }
             let e = e.downcast::<sqlx::Error>().expect("a sqlx error");
             if matches!(e, sqlx::Error::Database(_)) {
-                return Err(input_error(format!(
-                    "mapping {section} does not match the database: {}",
-                    // The check's own table alias means nothing to the reader.
-                    e.as_database_error()
-                        .map(|d| d.message().replace("tm_t.", ""))
+                // The check's own table alias means nothing to the reader.
+                let why = e
+                    .as_database_error()
+                    .map(|d| d.message().replace("tm_t.", ""))
+                    .unwrap_or_default();
+                let dropped = if section == "[counter]" {
+                    crate::stages::contract::dropped_by(conn, mapping, dialect)
+                        .await
+                        .ok()
+                        .flatten()
+                        .map(|id| format!(" (the counter was dropped by contract run #{id}: there is nothing left to backfill from or audit)"))
                         .unwrap_or_default()
+                } else {
+                    String::new()
+                };
+                return Err(input_error(format!(
+                    "mapping {section} does not match the database: {why}{dropped}"
                 )));
             }
             return Err(e.into());

@@ -86,7 +86,14 @@ impl Dsn {
             .await
             .map_err(|_| anyhow::anyhow!("cannot connect to {self}: no answer within 10 s"))?
             .map_err(|e| {
-                anyhow::anyhow!("cannot connect to {self}: {}", self.scrub(&e.to_string()))
+                let bad_option = matches!(e, sqlx::Error::Configuration(_));
+                let why = self.scrub(&crate::error::describe(&anyhow::Error::from(e)));
+                if bad_option {
+                    // An option in the URL the driver rejects: the input is at fault (exit 2).
+                    input_error(format!("database URL {self}: {why}"))
+                } else {
+                    anyhow::anyhow!("cannot connect to {self}: {why}")
+                }
             })?;
         Ok(conn)
     }

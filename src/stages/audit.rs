@@ -461,9 +461,22 @@ async fn find_incomplete(
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default();
     if &stored != options {
+        let differ: Vec<String> = options
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, v)| stored.get(k.as_str()) != Some(v))
+            .map(|(k, v)| {
+                format!(
+                    "{k}: {} then, {v} now",
+                    stored.get(k.as_str()).unwrap_or(&serde_json::Value::Null)
+                )
+            })
+            .collect();
         return Err(input_error(format!(
-            "--resume: audit run #{} ran with other options ({stored}); resume with the same options, or run without --resume",
-            last.id
+            "--resume: audit run #{} ran with other options ({}); resume with the same options, or run without --resume",
+            last.id,
+            differ.join("; ")
         )));
     }
     let summary: AuditSummary = last
