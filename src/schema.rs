@@ -243,6 +243,42 @@ pub async fn preflight(
     Ok(())
 }
 
+/// Whether `table` is a view (stages that only read accept views; `contract` does not).
+pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
+    let (schema, name) = match table.split_once('.') {
+        Some((s, t)) => (Some(s.to_string()), t.to_string()),
+        None => (None, table.to_string()),
+    };
+    let n: i64 = match dialect {
+        Dialect::Postgres => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM pg_class WHERE oid = to_regclass($1) AND relkind IN ('v', 'm')")
+                .bind(dialect.quote(table))
+                .fetch_one(&mut *conn)
+                .await?
+        }
+        Dialect::Mysql => {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND TABLE_TYPE = 'VIEW'",
+            )
+            .bind(schema)
+            .bind(name)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        Dialect::Sqlite => {
+            let master = match &schema {
+                Some(s) => format!("{}.sqlite_master", dialect.quote(s)),
+                None => "sqlite_master".to_string(),
+            };
+            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {master} WHERE type = 'view' AND name = ?"))
+                .bind(name)
+                .fetch_one(&mut *conn)
+                .await?
+        }
+    };
+    Ok(n > 0)
+}
+
 /// Whether a table exists (used by `status` and `expand --dry-run`).
 pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
     let sql = format!("SELECT 1 FROM {} WHERE 1 = 0", dialect.quote(table));

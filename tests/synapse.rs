@@ -491,6 +491,18 @@ async fn run(backend: Backend) {
         }
     }
 
+    // The counter is a view: contract refuses with bad input, naming it, and drops nothing.
+    let refused = tidemark::stages::contract::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &tidemark::stages::contract::ContractOptions::default(),
+    )
+    .await
+    .expect_err("contract on a view");
+    assert_eq!(tidemark::error::exit_code(&refused), 2);
+    assert!(refused.to_string().contains("which is a view"), "{refused}");
+
     let _ = conn.close().await;
     db.cleanup().await;
     assert!(

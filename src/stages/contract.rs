@@ -391,6 +391,12 @@ pub async fn run(
         ));
     }
     let mut target = target_of(mapping, opts);
+    if schema::is_view(conn, dialect, &target.table).await? {
+        return Err(input_error(format!(
+            "the counter lives in {:?}, which is a view: contract drops a column of a table; map the table that holds the counter (the view's base table) to contract it",
+            target.table
+        )));
+    }
 
     // Already dropped?
     let columns = table_columns(conn, &ctx, &target.table).await?;
