@@ -535,6 +535,11 @@ pub fn print_status(s: &status::Status, dsn: &Dsn, mapping: &Mapping) {
         ),
     }
     match &s.last_backfill {
+        Some(b) if b.status == "running" && !s.backfill_alive => println!(
+            "  backfill:  run #{} stopped unfinished (started {}; its process is gone): run backfill again to resume it",
+            b.id,
+            when(b.started_ms)
+        ),
         Some(b) => println!(
             "  backfill:  run #{} {} at {}",
             b.id,

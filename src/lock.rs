@@ -44,18 +44,7 @@ impl RunnerLock {
         dialect: Dialect,
         name: &str,
     ) -> Result<RunnerLock> {
-        // GET_LOCK names are server-wide (PostgreSQL advisory locks are per database): on
-        // MySQL/MariaDB the database is part of the name, at most 64 characters in all.
-        let scoped = match dialect {
-            Dialect::Mysql => {
-                let row = sqlx::query("SELECT DATABASE()")
-                    .fetch_one(&mut *conn)
-                    .await?;
-                let db = text(&row, 0)?;
-                format!("{name}:{:016x}", advisory_key(&db.unwrap_or_default()))
-            }
-            _ => name.to_string(),
-        };
+        let scoped = scoped_name(conn, dialect, name).await?;
         let name = scoped.as_str();
         match dialect {
             Dialect::Postgres => {
@@ -207,6 +196,68 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".to_string())
+}
+
+/// The lock's name on the server. GET_LOCK names are server-wide (PostgreSQL advisory locks
+/// are per database): on MySQL/MariaDB the database is part of the name, at most 64
+/// characters in all.
+async fn scoped_name(conn: &mut AnyConnection, dialect: Dialect, name: &str) -> Result<String> {
+    Ok(match dialect {
+        Dialect::Mysql => {
+            let row = sqlx::query("SELECT DATABASE()")
+                .fetch_one(&mut *conn)
+                .await?;
+            let db = text(&row, 0)?;
+            format!("{name}:{:016x}", advisory_key(&db.unwrap_or_default()))
+        }
+        _ => name.to_string(),
+    })
+}
+
+/// Whether a runner holds the lock `name` now (for `status`: a run recorded as "running" whose
+/// lock is free was killed). Takes nothing.
+pub async fn is_held(conn: &mut AnyConnection, dialect: Dialect, name: &str) -> Result<bool> {
+    Ok(match dialect {
+        Dialect::Postgres => {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                 AND ((CAST(classid AS BIGINT) << 32) | CAST(objid AS BIGINT)) = $1",
+            )
+            .bind(advisory_key(name))
+            .fetch_one(&mut *conn)
+            .await?;
+            n > 0
+        }
+        Dialect::Mysql => {
+            let scoped = scoped_name(conn, dialect, name).await?;
+            let holder: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+                .bind(scoped)
+                .fetch_one(&mut *conn)
+                .await?;
+            holder.is_some()
+        }
+        Dialect::Sqlite => {
+            let row =
+                sqlx::query("SELECT pid, host, heartbeat_ms FROM tidemark_lock WHERE name = ?")
+                    .bind(name.to_string())
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            match row {
+                None => false,
+                Some(r) => {
+                    let (pid, host, beat): (i64, String, i64) = (
+                        r.try_get(0)?,
+                        text(&r, 1)?.unwrap_or_default(),
+                        r.try_get(2)?,
+                    );
+                    let gone = host == hostname()
+                        && !std::path::Path::new(&format!("/proc/{pid}")).exists();
+                    !gone && now_ms() - beat < STALE_MS
+                }
+            }
+        }
+    })
 }
 
 /// Bounds every lock wait of this session to `timeout` (PostgreSQL `lock_timeout`; MySQL

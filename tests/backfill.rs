@@ -161,6 +161,15 @@ async fn kill_and_resume(backend: Backend) {
         full.batches
     );
 
+    // status tells a killed run from a running one: its runner lock is free.
+    let st = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+        .args(["status", "--database", &killed.url, "--mapping"])
+        .arg(&mapping_path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(text.contains("stopped unfinished"), "{text}");
+
     // Resume: the same command continues after the last finished batch.
     let out = tidemark_cmd(&killed, &mapping_path)
         .args(["--batch-size", "3", "--chunk-time", "0s"])

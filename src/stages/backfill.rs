@@ -171,11 +171,11 @@ pub async fn run(
             None,
             None,
             BackfillSummary::default(),
+            None,
         )
         .await;
     }
-    let lock_name = format!("tidemark:backfill:{}", &mapping.fingerprint[..16]);
-    let lock = RunnerLock::acquire(conn, dialect, &lock_name).await?;
+    let lock = RunnerLock::acquire(conn, dialect, &lock_name(mapping)).await?;
     let result = async {
         let (id, lo, summary) = resume_or_start(conn, mapping, dialect, opts).await?;
         let result = run_batches(
@@ -188,6 +188,7 @@ pub async fn run(
             Some(id),
             lo,
             summary,
+            Some(&lock),
         )
         .await;
         match &result {
@@ -215,6 +216,11 @@ pub async fn run(
     .await;
     let _ = lock.release(conn).await;
     result
+}
+
+/// The runner lock of backfills of this mapping.
+pub fn lock_name(mapping: &Mapping) -> String {
+    format!("tidemark:backfill:{}", &mapping.fingerprint[..16])
 }
 
 /// Finds an unfinished run of this mapping to continue, or records a new one.
@@ -283,6 +289,7 @@ async fn run_batches(
     ledger_id: Option<i64>,
     mut lo: Option<Key>,
     mut summary: BackfillSummary,
+    lock: Option<&RunnerLock>,
 ) -> Result<BackfillSummary> {
     let total = count_subjects(conn, ctx).await?;
     let mut progress = Progress::new("backfill", "members", total, opts.quiet);
@@ -387,6 +394,10 @@ async fn run_batches(
             progress.message("");
             progress.advance(batch.rows);
             lo = Some(batch.hi.clone());
+            if let Some(lock) = lock {
+                // Best effort: a missed heartbeat only matters after a minute of them.
+                let _ = lock.heartbeat(conn).await;
+            }
             // Size the next batch to the time target.
             let took = t0.elapsed();
             if !opts.chunk_time.is_zero() && batch.rows > 0 {

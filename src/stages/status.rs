@@ -23,6 +23,9 @@ pub struct Status {
     pub watermarks: Option<i64>,
     /// The newest backfill run.
     pub last_backfill: Option<Entry>,
+    /// Whether a backfill of this mapping holds its runner lock now (a "running" run whose
+    /// lock is free was killed: running backfill again resumes it).
+    pub backfill_alive: bool,
     /// The newest audits, newest first (at most 10).
     pub audits: Vec<Entry>,
     /// Between the two newest complete audits that kept their rows (`--store-rows`):
@@ -96,7 +99,16 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
     } else {
         None
     };
+    let backfill_alive = match &last_backfill {
+        Some(b) if b.status == "running" => {
+            crate::lock::is_held(conn, dialect, &super::backfill::lock_name(mapping))
+                .await
+                .unwrap_or(true)
+        }
+        _ => false,
+    };
     Ok(Status {
+        backfill_alive,
         migrations,
         watermarks,
         last_backfill,
