@@ -28,6 +28,9 @@ pub enum Command {
     /// Build a legacy chat database with the faults of the seed articles injected (SQLite in
     /// the current folder, or --database URL) and run the whole staged migration on it.
     Demo(DemoArgs),
+    /// Print every statement each stage would run for this mapping and dialect. Writes
+    /// nothing.
+    Plan(Common),
     /// Apply the versioned migrations: the watermark table and tidemark's ledger (DDL only).
     Expand(ExpandArgs),
     /// Fill each member's last_read_id from the best evidence, in batches, forward-only.
@@ -308,6 +311,12 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
         Command::Contract(args) => crate::stages::contract::run_cli(args).await,
+        Command::Plan(common) => {
+            let (dsn, mapping) = common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            print_plan(&mut conn, &mapping, &dsn).await?;
+            Ok(EXIT_OK)
+        }
     }
 }
 
@@ -378,6 +387,49 @@ async fn audit_scope(
         description.push(format!("sample {percent}% of conversations (by key)"));
     }
     Ok((scope, description))
+}
+
+/// Prints every statement of every stage (`tidemark plan`). Reads the schema; writes nothing.
+async fn print_plan(conn: &mut sqlx::AnyConnection, mapping: &Mapping, dsn: &Dsn) -> Result<()> {
+    println!(
+        "plan for {dsn} (mapping {}, dialect {})",
+        &mapping.fingerprint[..12],
+        dsn.dialect.name()
+    );
+    println!("\n== 1. expand ==");
+    let report = expand::run(conn, mapping, dsn.dialect, true).await?;
+    print_expand(&report, dsn);
+    println!("\n== 2. backfill: per batch of whole conversations (lo, hi] ==");
+    for (what, sql) in backfill::statements(mapping, dsn.dialect)? {
+        println!("  -- {what}\n{}", indent(&sql, "    "));
+    }
+    println!("\n== 3. audit: per batch of whole conversations (lo, hi] ==");
+    for (what, sql) in audit::statements(mapping, dsn.dialect, None)? {
+        println!("  -- {what}\n{}", indent(&sql, "    "));
+    }
+    println!("  -- with --cap N the counts stop at N+1: LIMIT 1 OFFSET N probes, see sql/common/macros.sql");
+    println!("\n== 4. contract ==");
+    let dry = crate::stages::contract::ContractOptions {
+        quiet: true,
+        ..Default::default()
+    };
+    match crate::stages::contract::run(conn, mapping, dsn.dialect, &dry).await {
+        Ok(o) => match &o.nothing_to_drop {
+            Some(why) => println!("  {why}"),
+            None => {
+                println!("  after the gate opens (archive, verify, then):");
+                for line in &o.ddl {
+                    println!("    {line}");
+                }
+            }
+        },
+        Err(e) => println!(
+            "  (shown once expand has run: {})",
+            crate::error::describe(&e)
+        ),
+    }
+    println!("\nnothing was changed");
+    Ok(())
 }
 
 /// Prints what expand did.

@@ -974,3 +974,55 @@ async fn backfill_before_expand_exits_nonzero_and_creates_nothing() {
     assert!(!sqlite_table_exists(&mut conn, scenario::WATERMARK_TABLE).await);
     conn.close().await.unwrap();
 }
+
+/// `plan` prints every stage's statements and writes nothing.
+#[tokio::test]
+async fn plan_prints_every_stage_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_tidemark");
+    let demo = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .env_remove("DATABASE_URL")
+        .args(["demo", "--quiet", "--scale", "500"])
+        .output()
+        .unwrap();
+    assert_eq!(demo.status.code(), Some(0));
+    let url = format!("sqlite:{}", dir.path().join("tidemark-demo.db").display());
+    let count = || async {
+        let mut c = <sqlx::AnyConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tidemark_ledger")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+        n
+    };
+    sqlx::any::install_default_drivers();
+    let before = count().await;
+    let out = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .env_remove("DATABASE_URL")
+        .args([
+            "plan",
+            "--database",
+            &url,
+            "--mapping",
+            "tidemark-demo.toml",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for needle in [
+        "== 1. expand ==",
+        "INSERT INTO \"read_watermarks\"",
+        "ROW_NUMBER() OVER",
+        "MAX(last_read_id, excluded.last_read_id)",
+        "ALTER TABLE \"unread_counters\" DROP COLUMN \"unread_count\"",
+        "nothing was changed",
+    ] {
+        assert!(text.contains(needle), "{needle} missing in:\n{text}");
+    }
+    assert_eq!(count().await, before, "plan writes nothing");
+}

@@ -845,3 +845,40 @@ fn record_row(
         class: d.class.as_str(),
     }))
 }
+
+/// The statements one audit batch runs, rendered for this mapping and dialect with the batch's
+/// range as placeholders (lo, hi): what `tidemark plan` prints.
+pub fn statements(
+    mapping: &Mapping,
+    dialect: Dialect,
+    cap: Option<i64>,
+) -> Result<Vec<(&'static str, String)>> {
+    let ctx = SqlContext::new(mapping, dialect);
+    let range = crate::dialect::RangeParams {
+        lo: Some(dialect.placeholder(1)),
+        hi: Some(dialect.placeholder(2)),
+        ..Default::default()
+    };
+    let template = match mapping.counter.shape {
+        Shape::PerMember => "audit_per_member.sql",
+        Shape::PerMessage => "audit_per_message.sql",
+    };
+    Ok(vec![
+        (
+            "rows checked, in a REPEATABLE READ snapshot",
+            render(
+                "audit_count.sql",
+                &ctx,
+                minijinja::context! { range => range },
+            )?,
+        ),
+        (
+            "the drifting rows with what classifies them, same snapshot",
+            render(
+                template,
+                &ctx,
+                minijinja::context! { range => range, cap => cap },
+            )?,
+        ),
+    ])
+}
