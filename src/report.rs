@@ -64,6 +64,18 @@ impl ReportWriter {
     ///
     /// Errors (exit 3): the folder does not exist or is not writable.
     pub fn create(dest: &Path, shape: Shape) -> Result<ReportWriter> {
+        match shape {
+            Shape::PerMember => ReportWriter::with_header(dest, &PER_MEMBER_HEADER),
+            Shape::PerMessage => ReportWriter::with_header(dest, &PER_MESSAGE_HEADER),
+        }
+    }
+
+    /// Creates `<dest>.<pid>.tmp` beside `dest` and writes `header`: any CSV that must appear
+    /// whole or not at all (the drift report, the contract's archive).
+    ///
+    /// Errors: exit 2 when `dest` exists and is not a regular file; exit 3 when the folder
+    /// does not exist or is not writable.
+    pub fn with_header(dest: &Path, header: &[&str]) -> Result<ReportWriter> {
         check_destination(dest)?;
         let name = dest
             .file_name()
@@ -79,10 +91,7 @@ impl ReportWriter {
             inner: BufWriter::new(file),
             hash: Sha256::new(),
         });
-        match shape {
-            Shape::PerMember => csv.write_record(PER_MEMBER_HEADER)?,
-            Shape::PerMessage => csv.write_record(PER_MESSAGE_HEADER)?,
-        }
+        csv.write_record(header)?;
         Ok(ReportWriter {
             csv,
             tmp,

@@ -1712,25 +1712,16 @@ async fn write_csv(
     contract_id: i64,
     path: &Path,
 ) -> Result<(Checksum, String)> {
-    use sha2::{Digest, Sha256};
-    let name = path
-        .file_name()
-        .with_context(|| format!("--archive {} names no file", path.display()))?;
-    let tmp = path.with_file_name(format!(
-        "{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result: Result<Checksum> = async {
-        let file = std::fs::File::create(&tmp)
-            .with_context(|| format!("creating the archive CSV {}", tmp.display()))?;
-        let mut csv = csv::Writer::from_writer(std::io::BufWriter::new(file));
-        csv.write_record([
+    let mut csv = crate::report::ReportWriter::with_header(
+        path,
+        &[
             "conversation_id",
             keys.subject_col,
             "stored_unread",
             "audit_id",
-        ])?;
+        ],
+    )?;
+    let result: Result<Checksum> = async {
         let (mut rows, mut non_null, mut sum, mut squares) = (0i64, 0i64, 0i128, 0i128);
         let d = ctx.dialect;
         let sql = render(
@@ -1765,7 +1756,7 @@ async fn write_csv(
                     sum += i128::from(v);
                     squares += i128::from(v) * i128::from(v);
                 }
-                csv.write_record([
+                csv.row(&[
                     conv.to_string(),
                     subject.to_string(),
                     crate::report::cell(value),
@@ -1773,12 +1764,6 @@ async fn write_csv(
                 ])?;
             }
         }
-        let file = csv
-            .into_inner()
-            .map_err(|e| anyhow!("writing the archive CSV: {}", e.error()))?
-            .into_inner()
-            .map_err(|e| anyhow!("writing the archive CSV: {}", e.error()))?;
-        file.sync_all().context("fsync of the archive CSV")?;
         Ok(Checksum {
             rows,
             non_null,
@@ -1787,22 +1772,13 @@ async fn write_csv(
         })
     }
     .await;
-    let sum = match result {
-        Ok(s) => s,
+    match result {
+        Ok(sum) => Ok((sum, csv.finish()?)),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-    };
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("moving the archive CSV into place at {}", path.display()))?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
+            csv.abandon();
+            Err(e)
         }
     }
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok((sum, hex(&Sha256::digest(&bytes))))
 }
 
 /// Runs the plan once; returns the statements that ran, as printed. On failure, undoes the
