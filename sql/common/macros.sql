@@ -10,10 +10,11 @@
 {#- A value clamped to cap+1 (seed 000 §5: "99+"); unchanged without a cap. -#}
 {% macro clamp(x, cap) %}{% if cap is not none %}CASE WHEN {{ x }} > {{ cap + 1 }} THEN {{ cap + 1 }} ELSE {{ x }} END{% else %}{{ x }}{% endif %}{% endmacro %}
 
-{#- COUNT(*) of `from_where` ("FROM t alias WHERE …"). With a cap, counting stops at cap+1:
-    a probe for the (cap+1)-th row (LIMIT 1 OFFSET cap, an index range scan of at most cap+1
-    rows) answers cap+1, and only a shorter range is counted in full. -#}
-{% macro count(from_where, cap) %}{% if cap is not none %}CASE WHEN (SELECT 1 {{ from_where }} LIMIT 1 OFFSET {{ cap }}) IS NOT NULL THEN {{ cap + 1 }} ELSE (SELECT COUNT(*) {{ from_where }}) END{% else %}(SELECT COUNT(*) {{ from_where }}){% endif %}{% endmacro %}
+{#- COUNT(*) of `from_where` ("FROM t alias WHERE …"). With a cap, counting stops at cap+1
+    (seed 000 §5): `LIMIT cap+1` inside the count, one index range scan of at most cap+1 rows.
+    MariaDB cannot refer to an outer row from a derived table, so there a probe for the
+    (cap+1)-th row (LIMIT 1 OFFSET cap) answers cap+1 and only a shorter range is counted. -#}
+{% macro count(from_where, cap, dialect) %}{% if cap is none %}(SELECT COUNT(*) {{ from_where }}){% elif dialect == "mysql" %}CASE WHEN (SELECT 1 {{ from_where }} LIMIT 1 OFFSET {{ cap }}) IS NOT NULL THEN {{ cap + 1 }} ELSE (SELECT COUNT(*) {{ from_where }}) END{% else %}(SELECT COUNT(*) FROM (SELECT 1 AS one {{ from_where }} LIMIT {{ cap + 1 }}) tm_capped){% endif %}{% endmacro %}
 
 {#- A predicate of the mapping, or TRUE when none is given. -#}
 {% macro pred(p) %}{% if p %}({{ p }}){% else %}1 = 1{% endif %}{% endmacro %}
