@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 /// A stage's progress display.
 pub struct Progress {
     bar: Option<ProgressBar>,
-    plain: Option<(String, Instant, u64)>,
+    /// Off a terminal: the line format and when the last line was printed.
+    plain: Option<(String, Instant)>,
     done: u64,
-    total: u64,
     started: Instant,
     last_message: String,
 }
@@ -25,7 +25,6 @@ impl Progress {
                 bar: None,
                 plain: None,
                 done: 0,
-                total,
                 started,
                 last_message: String::new(),
             };
@@ -42,16 +41,14 @@ impl Progress {
                 bar: Some(bar),
                 plain: None,
                 done: 0,
-                total,
                 started,
                 last_message: String::new(),
             }
         } else {
             Progress {
                 bar: None,
-                plain: Some((format!("{stage}: {{}}/{total} {what}"), started, 0)),
+                plain: Some((format!("{stage}: {{}}/{total} {what}"), started)),
                 done: 0,
-                total,
                 started,
                 last_message: String::new(),
             }
@@ -64,7 +61,7 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.inc(n);
         }
-        if let Some((fmt, last, _)) = &mut self.plain {
+        if let Some((fmt, last)) = &mut self.plain {
             if last.elapsed() >= Duration::from_secs(10) {
                 *last = Instant::now();
                 let rate = self.done as f64 / self.started.elapsed().as_secs_f64().max(0.001);
@@ -82,7 +79,7 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.set_message(msg.to_string());
         }
-        if let Some((_, _, _)) = &self.plain {
+        if self.plain.is_some() {
             if !msg.is_empty() && self.last_message != msg {
                 eprintln!("{msg}");
             }
@@ -95,6 +92,5 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        let _ = self.total;
     }
 }
