@@ -621,7 +621,9 @@ async fn write_batch(
                 ctx,
                 minijinja::context! { rows => chunk.len() },
             )?;
-            let mut q = sqlx::query(&sql);
+            // Not cached: each batch's row count makes new SQL text, and a cache of prepared
+            // statements with thousands of parameters grows with the table.
+            let mut q = sqlx::query(&sql).persistent(false);
             for p in chunk {
                 q = p.usr.bind(q);
                 q = p.conv.bind(q);
