@@ -486,6 +486,12 @@ pub fn print_backfill(s: &backfill::BackfillSummary, dry_run: bool) {
             s.no_evidence
         );
     }
+    if s.left_without_evidence > 0 {
+        println!(
+            "  {} members who left have no read position (position or timestamp evidence): none written, none owed",
+            s.left_without_evidence
+        );
+    }
     if !dry_run && s.counted_changes {
         println!(
             "  {} counters differ from the unread recomputed from the watermarks: those members will see another unread number once the counters are gone (`tidemark audit` classifies them)",

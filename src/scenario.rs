@@ -90,8 +90,8 @@ pub struct MessageRange {
     pub id_from: i64,
     /// Last id (inclusive).
     pub id_to: i64,
-    /// Sender's user name.
-    pub sender: String,
+    /// Sender's user name; `None` (JSON null): an account that no longer exists.
+    pub sender: Option<String>,
 }
 
 /// One message row.
@@ -102,8 +102,9 @@ pub struct Message {
     pub conv: i64,
     /// Message id: the position within the conversation.
     pub id: i64,
-    /// Sender's user name.
-    pub sender: String,
+    /// Sender's user name; `None` (JSON null) is an account that no longer exists: never the
+    /// member's own (scenario S12).
+    pub sender: Option<String>,
     /// Deleted (not countable under the scenarios' mapping).
     #[serde(default)]
     pub deleted: bool,
@@ -356,7 +357,7 @@ pub fn schema_sql() -> Vec<String> {
         "CREATE TABLE messages (\
          conv_id BIGINT NOT NULL, \
          id BIGINT NOT NULL, \
-         sender_id VARCHAR(64) NOT NULL, \
+         sender_id VARCHAR(64) NULL, \
          is_deleted INT NOT NULL DEFAULT 0, \
          is_system INT NOT NULL DEFAULT 0, \
          created_at BIGINT NULL, \
@@ -424,7 +425,9 @@ pub fn data_sql(scenario: &Scenario, conv_offset: i64) -> Vec<String> {
                 "({}, {}, {}, {}, {}, NULL, {})",
                 m.conv + conv_offset,
                 m.id,
-                quote_literal(&m.sender),
+                m.sender
+                    .as_deref()
+                    .map_or_else(|| "NULL".to_string(), quote_literal),
                 i32::from(m.deleted),
                 i32::from(m.system),
                 opt(m.unread)

@@ -28,7 +28,7 @@ WITH tm_base AS (
 tm_rows AS {{ materialized }} (
   SELECT tm_b.conv, tm_b.usr, tm_b.stored, tm_b.last_read_id, tm_b.source, tm_b.is_member, tm_b.join_pos,
          CASE WHEN tm_b.is_member = 1 THEN
-           {{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_b.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_b.last_read_id, 0) AND tm_m." ~ msg.sender ~ " <> tm_b.usr AND (tm_b.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_b.join_pos) AND " ~ m.pred(msg.countable), cap, dialect) }}
+           {{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_b.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_b.last_read_id, 0) AND " ~ m.distinct("tm_m." ~ msg.sender, "tm_b.usr", dialect) ~ " AND (tm_b.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_b.join_pos) AND " ~ m.pred(msg.countable), cap, dialect) }}
          ELSE 0 END AS recomputed
   FROM tm_base tm_b
 )
@@ -38,11 +38,11 @@ SELECT tm_r.conv AS conv, tm_r.usr AS usr, tm_r.stored AS stored,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
        CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_r.last_read_id, 0) AND tm_m." ~ msg.sender ~ " = tm_r.usr AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.legacy), cap, dialect) }} AS {{ int }}) AS own_after,
 {% if msg.countable %}
-       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_r.last_read_id, 0) AND tm_m." ~ msg.sender ~ " <> tm_r.usr AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.legacy) ~ " AND NOT COALESCE(" ~ m.pred(msg.countable) ~ ", FALSE)", cap, dialect) }} AS {{ int }}) AS excluded_after,
+       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_r.last_read_id, 0) AND " ~ m.distinct("tm_m." ~ msg.sender, "tm_r.usr", dialect) ~ " AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.legacy) ~ " AND NOT COALESCE(" ~ m.pred(msg.countable) ~ ", FALSE)", cap, dialect) }} AS {{ int }}) AS excluded_after,
 {% else %}
        CAST(0 AS {{ int }}) AS excluded_after,
 {% endif %}
-       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND tm_m." ~ msg.sender ~ " <> tm_r.usr AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.countable), cap, dialect) }} AS {{ int }}) AS total_countable
+       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_m." ~ msg.sender, "tm_r.usr", dialect) ~ " AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.countable), cap, dialect) }} AS {{ int }}) AS total_countable
 FROM tm_rows tm_r
 WHERE tm_r.stored IS NULL
    OR {{ m.clamp("tm_r.stored", cap) }} <> {{ m.clamp("tm_r.recomputed", cap) }}

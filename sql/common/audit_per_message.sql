@@ -18,18 +18,18 @@ WITH tm_base AS (
 tm_rows AS {{ materialized }} (
   SELECT tm_b.conv, tm_b.pos, tm_b.sender, tm_b.stored, tm_b.is_countable, tm_b.is_legacy,
          CASE WHEN tm_b.is_countable = 1 THEN
-           {{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_b.conv AND tm_x." ~ mem.user ~ " <> tm_b.sender AND " ~ m.pred(mem.active) ~ (join_x and (" AND (" ~ join_x ~ " IS NULL OR " ~ join_x ~ " < tm_b.pos)") or "") ~ " AND " ~ wm_of_x ~ " < tm_b.pos", cap, dialect) }}
+           {{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_b.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_b.sender", dialect) ~ " AND " ~ m.pred(mem.active) ~ (join_x and (" AND (" ~ join_x ~ " IS NULL OR " ~ join_x ~ " < tm_b.pos)") or "") ~ " AND " ~ wm_of_x ~ " < tm_b.pos", cap, dialect) }}
          ELSE 0 END AS recomputed
   FROM tm_base tm_b
 )
 SELECT tm_r.conv AS conv, tm_r.pos AS pos, tm_r.stored AS stored,
        CAST(tm_r.recomputed AS {{ int }}) AS recomputed,
-       CAST({{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND tm_x." ~ mem.user ~ " <> tm_r.sender AND (NOT COALESCE(" ~ m.pred(mem.active) ~ ", FALSE)" ~ (join_x and (" OR " ~ join_x ~ " >= tm_r.pos") or "") ~ ") AND " ~ wm_of_x ~ " < tm_r.pos", cap, dialect) }} AS {{ int }}) AS orphans,
+       CAST({{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_r.sender", dialect) ~ " AND (NOT COALESCE(" ~ m.pred(mem.active) ~ ", FALSE)" ~ (join_x and (" OR " ~ join_x ~ " >= tm_r.pos") or "") ~ ") AND " ~ wm_of_x ~ " < tm_r.pos", cap, dialect) }} AS {{ int }}) AS orphans,
        CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ mem.table }} tm_x WHERE tm_x.{{ mem.conv }} = tm_r.conv AND tm_x.{{ mem.user }} = tm_r.sender AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
        CAST(CASE WHEN tm_r.is_countable = 0 AND tm_r.is_legacy = 1 THEN
-         {{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND tm_x." ~ mem.user ~ " <> tm_r.sender AND " ~ m.pred(mem.active) ~ (join_x and (" AND (" ~ join_x ~ " IS NULL OR " ~ join_x ~ " < tm_r.pos)") or "") ~ " AND " ~ wm_of_x ~ " < tm_r.pos", cap, dialect) }}
+         {{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_r.sender", dialect) ~ " AND " ~ m.pred(mem.active) ~ (join_x and (" AND (" ~ join_x ~ " IS NULL OR " ~ join_x ~ " < tm_r.pos)") or "") ~ " AND " ~ wm_of_x ~ " < tm_r.pos", cap, dialect) }}
        ELSE 0 END AS {{ int }}) AS excluded_after,
-       CAST({{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND tm_x." ~ mem.user ~ " <> tm_r.sender", cap, dialect) }} AS {{ int }}) AS total_countable
+       CAST({{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_r.sender", dialect) ~ "", cap, dialect) }} AS {{ int }}) AS total_countable
 FROM tm_rows tm_r
 WHERE tm_r.stored IS NULL
    OR {{ m.clamp("tm_r.stored", cap) }} <> {{ m.clamp("tm_r.recomputed", cap) }}

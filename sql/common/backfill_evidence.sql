@@ -7,7 +7,9 @@
                    0 when nothing existed yet
       counter    : the stored counter k; k <= 0 means read up to max_pos, the conversation's
                    highest position; 0 < k is resolved by backfill_counter_rank.sql
-      own_message: the member's own newest message (a lower bound) -#}
+      own_message: the member's own newest message (a lower bound)
+    A member who is not active (left) keeps only position and timestamp evidence: tidemark
+    ignores their counter and own messages (semantics.md "Backfill"). -#}
 {% import "macros.sql" as m %}
 SELECT tm_s.conv AS conv, tm_s.usr AS usr,
        CAST(tm_w.last_read_id AS {{ int }}) AS existing,
@@ -32,7 +34,8 @@ SELECT tm_s.conv AS conv, tm_s.usr AS usr,
 {% endif %}
 {% endfor %}
        (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-         WHERE tm_m.{{ msg.conv }} = tm_s.conv) AS max_pos
+         WHERE tm_m.{{ msg.conv }} = tm_s.conv) AS max_pos,
+       CAST(tm_s.is_active AS {{ int }}) AS is_active
 FROM ({% include "subjects.sql" %}) tm_s
 LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_s.conv AND tm_w.user_id = tm_s.usr
 ORDER BY tm_s.conv, tm_s.usr

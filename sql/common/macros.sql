@@ -18,3 +18,8 @@
 
 {#- A predicate of the mapping, or TRUE when none is given. -#}
 {% macro pred(p) %}{% if p %}({{ p }}){% else %}1 = 1{% endif %}{% endmacro %}
+
+{#- `a` is not `b`, with NULL a value like any other: a message whose sender is NULL (an account
+    that no longer exists) is nobody's own message (semantics.md "countable message"; scenario
+    S12). `a <> b` would be NULL there and drop the message from every count. -#}
+{% macro distinct(a, b, dialect) %}{% if dialect == "postgres" %}{{ a }} IS DISTINCT FROM {{ b }}{% elif dialect == "mysql" %}NOT ({{ a }} <=> {{ b }}){% else %}{{ a }} IS NOT {{ b }}{% endif %}{% endmacro %}

@@ -82,7 +82,8 @@ impl Default for BackfillOptions {
 /// What a backfill did (for a resumed run: all its parts together).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BackfillSummary {
-    /// Members considered (active members, or counter rows without `[members]`).
+    /// Members considered (every member row, active or not, or counter rows without
+    /// `[members]`).
     pub members: u64,
     /// Batches run.
     pub batches: u64,
@@ -92,8 +93,13 @@ pub struct BackfillSummary {
     pub advanced: u64,
     /// Existing watermarks already at or past the evidence (left as they were).
     pub unchanged: u64,
-    /// Members with no evidence at all (no watermark written).
+    /// Active members with no evidence at all (no watermark written).
     pub no_evidence: u64,
+    /// Members who left (not active) with no position or timestamp evidence: no watermark
+    /// written, and none is owed (semantics.md "Backfill"). Absent in ledgers written before
+    /// members who left were considered.
+    #[serde(default)]
+    pub left_without_evidence: u64,
     /// Watermarks per evidence kind (provenance).
     pub by_source: BTreeMap<String, u64>,
     /// Counters that no watermark can represent: k < 0 or k greater than the countable
@@ -549,12 +555,18 @@ async fn plan_batch(
         let conv = Key::read(row, 0, conv_kind)?;
         let usr = Key::read(row, 1, user_kind)?;
         let existing: Option<i64> = row.try_get(2)?;
-        let max_pos: i64 = row.try_get(3 + mapping.evidence.len())?;
+        let max_pos: i64 = row.try_get("max_pos")?;
+        // A member who left keeps the read position their position or timestamp evidence
+        // gives (a rejoin must not find every message unread); their counter is owed nothing
+        // and is never evidence, and their own messages are not either (semantics.md
+        // "Backfill", scenario S10).
+        let active = row.try_get::<i64, _>("is_active")? != 0;
         let mut chosen: Option<(i64, EvidenceKind)> = None;
         let mut own: Option<i64> = None;
         for (i, e) in mapping.evidence.iter().enumerate() {
             let v: Option<i64> = row.try_get(3 + i)?;
             match e.kind {
+                EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
                 EvidenceKind::OwnMessage => own = v,
                 _ if chosen.is_some() => {}
                 EvidenceKind::Position | EvidenceKind::Timestamp => chosen = v.map(|v| (v, e.kind)),
@@ -599,6 +611,7 @@ async fn plan_batch(
                 source,
                 existing,
             }),
+            None if !active => summary.left_without_evidence += 1,
             None => summary.no_evidence += 1,
         }
     }
