@@ -6,6 +6,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // Output piped into `head` ends quietly, as in other Unix tools, instead of panicking.
     #[cfg(unix)]
+    #[allow(unsafe_code)] // libc::signal has no safe wrapper; this is the only unsafe block.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);

@@ -1,76 +1,99 @@
-//! Dialects: identifier quoting, the few SQL spellings that differ (the forward-only
-//! `GREATEST` / `MAX`, upsert syntax, integer casts, placeholders), and the stage SQL itself,
-//! kept as files under `sql/` so a DBA can read exactly what will run.
+//! Dialects: everything that differs between the engines tidemark runs on, in one place.
 //!
-//! Statements are minijinja templates filled with the mapping's quoted identifiers
-//! ([`SqlContext`]); predicates from the mapping are inserted verbatim (they are the DBA's SQL,
-//! validated in [`crate::mapping`]).
+//! [`Dialect`] is the small handle the rest of tidemark passes around (constructed from the
+//! URL's scheme in [`crate::db::Dsn::parse`]); it dereferences to [`SqlDialect`], the trait
+//! that each engine implements in a file of its own ([`postgres`], [`mysql`], [`sqlite`]).
+//! Every spelling, catalog query, locking or transaction rule that is not the same on all
+//! engines is a method of that trait or a file under `sql/<dialect>/`, and nowhere else.
+//!
+//! Statements are minijinja templates ([`templates`]) filled with the mapping's quoted
+//! identifiers ([`SqlContext`]); predicates from the mapping are inserted verbatim (they are
+//! the DBA's SQL, validated in [`crate::mapping`]). [`quote`] holds identifier quoting and the
+//! identifier scanner.
+//!
+//! Adding an engine: a new file implementing [`SqlDialect`], a variant of [`Dialect`] with its
+//! arm in [`Dialect::sql`], its scheme in [`crate::db::Dsn::parse`], and its `sql/<name>/` and
+//! `migrations/<name>/` files.
 
-use anyhow::{Context, Result};
-use minijinja::Environment;
 use serde::Serialize;
-use std::sync::OnceLock;
 
 use crate::mapping::{EvidenceKind, Mapping, Shape};
 
-/// The SQL dialect of a target database.
+pub mod mysql;
+pub mod postgres;
+pub mod quote;
+pub mod sqlite;
+pub mod templates;
+
+pub use quote::identifiers;
+pub use templates::{render, RangeParams};
+
+/// The engine of a target database: a handle that dereferences to its [`SqlDialect`].
+/// Outside this module it is only constructed (from a URL's scheme) and compared in tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
-    /// PostgreSQL 12 or later.
+    /// PostgreSQL 12 or later ([`postgres::Postgres`]).
     Postgres,
-    /// MySQL 8 or MariaDB 10.6 or later.
+    /// MySQL 8 or MariaDB 10.6 or later ([`mysql::Mysql`]).
     Mysql,
-    /// SQLite 3.35 or later (the bundled library).
+    /// SQLite 3.35 or later, the bundled library ([`sqlite::Sqlite`]).
     Sqlite,
 }
 
 impl Dialect {
-    /// The folder under `sql/` and `migrations/`.
-    pub fn name(self) -> &'static str {
+    /// Every dialect, for tests that render each template for each engine.
+    pub const ALL: [Dialect; 3] = [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite];
+
+    /// The engine's implementation of [`SqlDialect`].
+    pub fn sql(self) -> &'static dyn SqlDialect {
         match self {
-            Dialect::Postgres => "postgres",
-            Dialect::Mysql => "mysql",
-            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => &postgres::Postgres,
+            Dialect::Mysql => &mysql::Mysql,
+            Dialect::Sqlite => &sqlite::Sqlite,
         }
     }
+}
 
-    /// Quotes one identifier, or a `schema.table` pair part by part. Identifiers were
-    /// validated by [`crate::mapping::check_identifier`], so they hold no quote characters.
-    pub fn quote(self, ident: &str) -> String {
-        ident
-            .split('.')
-            .map(|part| match self {
-                Dialect::Mysql => format!("`{part}`"),
-                _ => format!("\"{part}\""),
-            })
-            .collect::<Vec<_>>()
-            .join(".")
+impl std::ops::Deref for Dialect {
+    type Target = dyn SqlDialect;
+
+    fn deref(&self) -> &Self::Target {
+        self.sql()
     }
+}
+
+/// What differs between engines. One implementation per engine, each in its own file; the
+/// methods are grouped by subject (spelling, transactions, locks, DDL, catalog).
+pub trait SqlDialect: Sync + std::fmt::Debug {
+    /// The folder under `sql/` and `migrations/`: `postgres`, `mysql` or `sqlite`.
+    fn name(&self) -> &'static str;
+
+    /// Quotes one identifier part (no dots). Identifiers were validated by
+    /// [`crate::mapping::check_identifier`], so they hold no quote characters.
+    fn quote_part(&self, part: &str) -> String;
 
     /// The `n`-th (1-based) bind placeholder: `$n` on PostgreSQL, `?` elsewhere.
-    pub fn placeholder(self, n: usize) -> String {
-        match self {
-            Dialect::Postgres => format!("${n}"),
-            _ => "?".to_string(),
-        }
-    }
+    fn placeholder(&self, n: usize) -> String;
 
     /// The type name for `CAST(x AS …)` to a 64-bit integer.
-    pub fn int_cast(self) -> &'static str {
-        match self {
-            Dialect::Postgres => "BIGINT",
-            Dialect::Mysql => "SIGNED",
-            Dialect::Sqlite => "INTEGER",
-        }
-    }
+    fn int_cast(&self) -> &'static str;
 
     /// The two-argument maximum: `GREATEST` (PostgreSQL, MySQL) or SQLite's scalar `MAX`.
-    pub fn greatest(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "MAX",
-            _ => "GREATEST",
-        }
+    fn greatest(&self) -> &'static str;
+
+    /// `MATERIALIZED` where the engine accepts it on a CTE (an optimisation fence), else empty.
+    fn cte_materialized(&self) -> &'static str;
+}
+
+impl dyn SqlDialect {
+    /// Quotes one identifier, or a `schema.table` pair part by part.
+    pub fn quote(&self, ident: &str) -> String {
+        ident
+            .split('.')
+            .map(|part| self.quote_part(part))
+            .collect::<Vec<_>>()
+            .join(".")
     }
 }
 
@@ -153,10 +176,7 @@ impl SqlContext {
             dialect,
             int: dialect.int_cast(),
             greatest: dialect.greatest(),
-            materialized: match dialect {
-                Dialect::Mysql => "",
-                _ => "MATERIALIZED",
-            },
+            materialized: dialect.cte_materialized(),
             msg: MsgIdents {
                 table: q(&m.table),
                 id: q(&m.id),
@@ -206,212 +226,6 @@ impl SqlContext {
     pub fn has_evidence(&self, kind: EvidenceKind) -> bool {
         self.evidence.iter().any(|e| e.kind == kind.as_str())
     }
-}
-
-/// The statement templates, by name. Each is a file under `sql/` compiled into the binary.
-const TEMPLATES: &[(&str, &str)] = &[
-    ("macros.sql", include_str!("../../sql/common/macros.sql")),
-    (
-        "audit_per_member.sql",
-        include_str!("../../sql/common/audit_per_member.sql"),
-    ),
-    (
-        "audit_per_message.sql",
-        include_str!("../../sql/common/audit_per_message.sql"),
-    ),
-    (
-        "audit_count.sql",
-        include_str!("../../sql/common/audit_count.sql"),
-    ),
-    (
-        "subjects.sql",
-        include_str!("../../sql/common/subjects.sql"),
-    ),
-    (
-        "batch_bounds.sql",
-        include_str!("../../sql/common/batch_bounds.sql"),
-    ),
-    (
-        "backfill_evidence.sql",
-        include_str!("../../sql/common/backfill_evidence.sql"),
-    ),
-    (
-        "backfill_counter_rank.sql",
-        include_str!("../../sql/common/backfill_counter_rank.sql"),
-    ),
-    (
-        "postgres/upsert_watermarks.sql",
-        include_str!("../../sql/postgres/upsert_watermarks.sql"),
-    ),
-    (
-        "mysql/upsert_watermarks.sql",
-        include_str!("../../sql/mysql/upsert_watermarks.sql"),
-    ),
-    (
-        "sqlite/upsert_watermarks.sql",
-        include_str!("../../sql/sqlite/upsert_watermarks.sql"),
-    ),
-    (
-        "postgres/column_type.sql",
-        include_str!("../../sql/postgres/column_type.sql"),
-    ),
-    (
-        "mysql/column_type.sql",
-        include_str!("../../sql/mysql/column_type.sql"),
-    ),
-    (
-        "sqlite/column_type.sql",
-        include_str!("../../sql/sqlite/column_type.sql"),
-    ),
-    (
-        "contract_archive.sql",
-        include_str!("../../sql/common/contract_archive.sql"),
-    ),
-    (
-        "contract_checksum.sql",
-        include_str!("../../sql/common/contract_checksum.sql"),
-    ),
-    (
-        "contract_missing.sql",
-        include_str!("../../sql/common/contract_missing.sql"),
-    ),
-    (
-        "contract_archive_rows.sql",
-        include_str!("../../sql/common/contract_archive_rows.sql"),
-    ),
-    (
-        "postgres/contract_columns.sql",
-        include_str!("../../sql/postgres/contract_columns.sql"),
-    ),
-    (
-        "mysql/contract_columns.sql",
-        include_str!("../../sql/mysql/contract_columns.sql"),
-    ),
-    (
-        "sqlite/contract_columns.sql",
-        include_str!("../../sql/sqlite/contract_columns.sql"),
-    ),
-    (
-        "postgres/contract_statements.sql",
-        include_str!("../../sql/postgres/contract_statements.sql"),
-    ),
-    (
-        "mysql/contract_statements.sql",
-        include_str!("../../sql/mysql/contract_statements.sql"),
-    ),
-];
-
-fn env() -> &'static Environment<'static> {
-    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        for (name, source) in TEMPLATES {
-            env.add_template(name, source)
-                .expect("sql templates compile");
-        }
-        env
-    })
-}
-
-/// Bind placeholders for a batch's conversation range, in the order the templates use them:
-/// `lo` (exclusive), `hi` (inclusive), then the scope's `from` and `to` (inclusive); any may
-/// be absent.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RangeParams {
-    /// Placeholder for the exclusive lower bound.
-    pub lo: Option<String>,
-    /// Placeholder for the inclusive upper bound.
-    pub hi: Option<String>,
-    /// Placeholder for the scope's inclusive lowest conversation (`--conversations`).
-    pub from: Option<String>,
-    /// Placeholder for the scope's inclusive highest conversation.
-    pub to: Option<String>,
-    /// The sample predicate over `{col}` (`--sample`).
-    pub sample: Option<String>,
-    /// The quiescence predicate over `{col}` (`--min-age`).
-    pub quiet: Option<String>,
-}
-
-/// Renders the statement `name` (a `sql/` file; `{dialect}/` is tried first) with the
-/// mapping context and extra variables.
-///
-/// Errors: a template that fails to render (a bug in tidemark, exit 3).
-pub fn render(name: &str, ctx: &SqlContext, extra: minijinja::Value) -> Result<String> {
-    let env = env();
-    let dialect_name = format!("{}/{name}", ctx.dialect.name());
-    let template = env
-        .get_template(&dialect_name)
-        .or_else(|_| env.get_template(name))
-        .with_context(|| format!("no SQL template {name}"))?;
-    let merged = minijinja::context! { ..extra, ..minijinja::Value::from_serialize(ctx) };
-    let sql = template
-        .render(merged)
-        .with_context(|| format!("rendering sql/{name}"))?;
-    Ok(tidy(&sql))
-}
-
-/// Drops blank lines left by template tags.
-fn tidy(sql: &str) -> String {
-    sql.lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The identifiers of an SQL text: bare words and quoted names (`"…"`, `` `…` ``, `[…]`),
-/// string literals and comments skipped.
-pub fn identifiers(sql: &str) -> Vec<String> {
-    let chars: Vec<char> = sql.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\'' => {
-                i += 1;
-                while i < chars.len() {
-                    if chars[i] == '\'' {
-                        if chars.get(i + 1) == Some(&'\'') {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            '"' | '`' | '[' => {
-                let close = if c == '[' { ']' } else { c };
-                let from = i + 1;
-                i += 1;
-                while i < chars.len() && chars[i] != close {
-                    i += 1;
-                }
-                out.push(chars[from..i.min(chars.len())].iter().collect());
-                i += 1;
-            }
-            '-' if chars.get(i + 1) == Some(&'-') => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            _ if c.is_alphanumeric() || c == '_' => {
-                let from = i;
-                while i < chars.len()
-                    && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
-                {
-                    i += 1;
-                }
-                out.push(chars[from..i].iter().collect());
-            }
-            _ => i += 1,
-        }
-    }
-    out
 }
 
 #[cfg(test)]

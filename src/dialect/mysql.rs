@@ -1,0 +1,33 @@
+//! MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
+
+use super::SqlDialect;
+
+/// MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
+#[derive(Debug, Clone, Copy)]
+pub struct Mysql;
+
+impl SqlDialect for Mysql {
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn quote_part(&self, part: &str) -> String {
+        format!("`{part}`")
+    }
+
+    fn placeholder(&self, _n: usize) -> String {
+        "?".to_string()
+    }
+
+    fn int_cast(&self) -> &'static str {
+        "SIGNED"
+    }
+
+    fn greatest(&self) -> &'static str {
+        "GREATEST"
+    }
+
+    fn cte_materialized(&self) -> &'static str {
+        ""
+    }
+}

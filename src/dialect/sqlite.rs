@@ -1,0 +1,33 @@
+//! SQLite 3.35 or later (the bundled library).
+
+use super::SqlDialect;
+
+/// SQLite 3.35 or later (the bundled library).
+#[derive(Debug, Clone, Copy)]
+pub struct Sqlite;
+
+impl SqlDialect for Sqlite {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn quote_part(&self, part: &str) -> String {
+        format!("\"{part}\"")
+    }
+
+    fn placeholder(&self, _n: usize) -> String {
+        "?".to_string()
+    }
+
+    fn int_cast(&self) -> &'static str {
+        "INTEGER"
+    }
+
+    fn greatest(&self) -> &'static str {
+        "MAX"
+    }
+
+    fn cte_materialized(&self) -> &'static str {
+        "MATERIALIZED"
+    }
+}

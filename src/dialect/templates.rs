@@ -1,0 +1,162 @@
+//! The statement templates: files under `sql/` compiled into the binary, rendered with
+//! minijinja. `sql/<dialect>/NAME` overrides `sql/common/NAME` for that engine.
+
+use anyhow::{Context, Result};
+use minijinja::Environment;
+use serde::Serialize;
+use std::sync::OnceLock;
+
+use super::SqlContext;
+
+/// The statement templates, by name. Each is a file under `sql/` compiled into the binary.
+const TEMPLATES: &[(&str, &str)] = &[
+    ("macros.sql", include_str!("../../sql/common/macros.sql")),
+    (
+        "audit_per_member.sql",
+        include_str!("../../sql/common/audit_per_member.sql"),
+    ),
+    (
+        "audit_per_message.sql",
+        include_str!("../../sql/common/audit_per_message.sql"),
+    ),
+    (
+        "audit_count.sql",
+        include_str!("../../sql/common/audit_count.sql"),
+    ),
+    (
+        "subjects.sql",
+        include_str!("../../sql/common/subjects.sql"),
+    ),
+    (
+        "batch_bounds.sql",
+        include_str!("../../sql/common/batch_bounds.sql"),
+    ),
+    (
+        "backfill_evidence.sql",
+        include_str!("../../sql/common/backfill_evidence.sql"),
+    ),
+    (
+        "backfill_counter_rank.sql",
+        include_str!("../../sql/common/backfill_counter_rank.sql"),
+    ),
+    (
+        "postgres/upsert_watermarks.sql",
+        include_str!("../../sql/postgres/upsert_watermarks.sql"),
+    ),
+    (
+        "mysql/upsert_watermarks.sql",
+        include_str!("../../sql/mysql/upsert_watermarks.sql"),
+    ),
+    (
+        "sqlite/upsert_watermarks.sql",
+        include_str!("../../sql/sqlite/upsert_watermarks.sql"),
+    ),
+    (
+        "postgres/column_type.sql",
+        include_str!("../../sql/postgres/column_type.sql"),
+    ),
+    (
+        "mysql/column_type.sql",
+        include_str!("../../sql/mysql/column_type.sql"),
+    ),
+    (
+        "sqlite/column_type.sql",
+        include_str!("../../sql/sqlite/column_type.sql"),
+    ),
+    (
+        "contract_archive.sql",
+        include_str!("../../sql/common/contract_archive.sql"),
+    ),
+    (
+        "contract_checksum.sql",
+        include_str!("../../sql/common/contract_checksum.sql"),
+    ),
+    (
+        "contract_missing.sql",
+        include_str!("../../sql/common/contract_missing.sql"),
+    ),
+    (
+        "contract_archive_rows.sql",
+        include_str!("../../sql/common/contract_archive_rows.sql"),
+    ),
+    (
+        "postgres/contract_columns.sql",
+        include_str!("../../sql/postgres/contract_columns.sql"),
+    ),
+    (
+        "mysql/contract_columns.sql",
+        include_str!("../../sql/mysql/contract_columns.sql"),
+    ),
+    (
+        "sqlite/contract_columns.sql",
+        include_str!("../../sql/sqlite/contract_columns.sql"),
+    ),
+    (
+        "postgres/contract_statements.sql",
+        include_str!("../../sql/postgres/contract_statements.sql"),
+    ),
+    (
+        "mysql/contract_statements.sql",
+        include_str!("../../sql/mysql/contract_statements.sql"),
+    ),
+];
+
+fn env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        for (name, source) in TEMPLATES {
+            env.add_template(name, source)
+                .expect("sql templates compile");
+        }
+        env
+    })
+}
+
+/// Bind placeholders for a batch's conversation range, in the order the templates use them:
+/// `lo` (exclusive), `hi` (inclusive), then the scope's `from` and `to` (inclusive); any may
+/// be absent.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RangeParams {
+    /// Placeholder for the exclusive lower bound.
+    pub lo: Option<String>,
+    /// Placeholder for the inclusive upper bound.
+    pub hi: Option<String>,
+    /// Placeholder for the scope's inclusive lowest conversation (`--conversations`).
+    pub from: Option<String>,
+    /// Placeholder for the scope's inclusive highest conversation.
+    pub to: Option<String>,
+    /// The sample predicate over `{col}` (`--sample`).
+    pub sample: Option<String>,
+    /// The quiescence predicate over `{col}` (`--min-age`).
+    pub quiet: Option<String>,
+}
+
+/// Renders the statement `name` (a `sql/` file; `{dialect}/` is tried first) with the
+/// mapping context and extra variables.
+///
+/// Errors: a template that fails to render (a bug in tidemark, exit 3).
+pub fn render(name: &str, ctx: &SqlContext, extra: minijinja::Value) -> Result<String> {
+    let env = env();
+    let dialect_name = format!("{}/{name}", ctx.dialect.name());
+    let template = env
+        .get_template(&dialect_name)
+        .or_else(|_| env.get_template(name))
+        .with_context(|| format!("no SQL template {name}"))?;
+    let merged = minijinja::context! { ..extra, ..minijinja::Value::from_serialize(ctx) };
+    let sql = template
+        .render(merged)
+        .with_context(|| format!("rendering sql/{name}"))?;
+    Ok(tidy(&sql))
+}
+
+/// Drops blank lines left by template tags.
+fn tidy(sql: &str) -> String {
+    sql.lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
