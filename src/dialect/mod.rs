@@ -84,6 +84,22 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
 
     /// `MATERIALIZED` where the engine accepts it on a CTE (an optimisation fence), else empty.
     fn cte_materialized(&self) -> &'static str;
+
+    // ---- transactions, locks and catalog ----
+    // (runner lock, lock timeouts, isolation, catalog queries, key types)
+    // ---- end transactions, locks and catalog ----
+
+    // ---- ledger, gate and contract ----
+    // (RETURNING, DDL plans, statement statistics, the SQLite rebuild)
+    // ---- end ledger, gate and contract ----
+
+    // ---- stage SQL spellings ----
+    // (values the audit and backfill templates need)
+    // ---- end stage SQL spellings ----
+
+    // ---- demo and generator ----
+    // (what the demo and the generator need)
+    // ---- end demo and generator ----
 }
 
 impl dyn SqlDialect {
@@ -122,6 +138,8 @@ pub struct SqlContext {
     pub wm_name: String,
     /// Shape: `per_member` or `per_message`.
     pub shape: Shape,
+    // ---- stage SQL spellings (fields) ----
+    // ---- end stage SQL spellings (fields) ----
 }
 
 /// Quoted `[messages]` identifiers and predicates.
@@ -219,6 +237,8 @@ impl SqlContext {
                 .unwrap_or_default()
                 .to_string(),
             shape: mapping.counter.shape,
+            // ---- stage SQL spellings (values) ----
+            // ---- end stage SQL spellings (values) ----
         }
     }
 

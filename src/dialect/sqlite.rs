@@ -30,4 +30,20 @@ impl SqlDialect for Sqlite {
     fn cte_materialized(&self) -> &'static str {
         "MATERIALIZED"
     }
+
+    // ---- transactions, locks and catalog ----
+    // (runner lock, lock timeouts, isolation, catalog queries, key types)
+    // ---- end transactions, locks and catalog ----
+
+    // ---- ledger, gate and contract ----
+    // (RETURNING, DDL plans, statement statistics, the SQLite rebuild)
+    // ---- end ledger, gate and contract ----
+
+    // ---- stage SQL spellings ----
+    // (values the audit and backfill templates need)
+    // ---- end stage SQL spellings ----
+
+    // ---- demo and generator ----
+    // (what the demo and the generator need)
+    // ---- end demo and generator ----
 }
