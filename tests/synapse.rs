@@ -91,8 +91,9 @@ const EXPECTED: [Expected; 12] = [
         Some("own_messages_counted"),
     ),
     // Left the room (membership 'leave'): owed 0, the summary row survived the leave: `orphan`.
-    // tidemark writes no watermark for a member who is not active.
-    row(R1, "@dave:example.org", 3, 0, 3, None, Some("orphan")),
+    // A member who left keeps the read position of his receipt (ev6, stream ordering 6), so a
+    // rejoin does not bring every message back as unread (semantics.md "Backfill", S10).
+    row(R1, "@dave:example.org", 3, 0, 3, Some(6), Some("orphan")),
     row(R2, "@alice:example.org", 1, 1, 0, Some(21), None),
     // Watermark ev19; ev21 (alice) arrived and is unread, ev20 is an edit, ev22 bob's own:
     // stored 0 < recomputed 1, not own/excluded arithmetic: `cleared`.
@@ -347,12 +348,14 @@ async fn run(backend: Backend) {
     let first = backfill::run(&mut conn, &mapping, dialect, &Default::default())
         .await
         .expect("backfill");
-    // 11 joined members (dave left); every one has a receipt or a membership event.
-    assert_eq!(first.members, 11, "backfill members: {first:?}");
+    // 11 joined members, every one with a receipt or a membership event, and dave, who left
+    // and keeps the read position of his receipt (stream ordering 6): a member who rejoins must
+    // not find every message unread (semantics.md "Backfill", scenario S10).
+    assert_eq!(first.members, 12, "backfill members: {first:?}");
     assert_eq!(first.no_evidence, 0, "backfill: {first:?}");
     assert_eq!(
         first.by_source.get("position"),
-        Some(&11),
+        Some(&12),
         "backfill: {first:?}"
     );
     let wms = watermarks(&mut conn).await;
@@ -362,8 +365,17 @@ async fn run(backend: Backend) {
     if watermarks(&mut conn).await != wms {
         problems.push("a second backfill changed the watermarks".into());
     }
-    if wms.len() != 11 {
-        problems.push(format!("{} watermarks, expected 11: {wms:?}", wms.len()));
+    if wms.len() != 12 {
+        problems.push(format!("{} watermarks, expected 12: {wms:?}", wms.len()));
+    }
+    let dave = wms
+        .iter()
+        .find(|((_, user), _)| user == "@dave:example.org")
+        .map(|(_, wm)| wm.0);
+    if dave != Some(6) {
+        problems.push(format!(
+            "dave (left) should keep his receipt's position 6: {dave:?}"
+        ));
     }
 
     let tmp = tempfile::tempdir().unwrap();
