@@ -1,6 +1,7 @@
 //! Connections: which dialect a DSN names, how it is shown without its password, and how
 //! tidemark connects (one sqlx `AnyConnection` per command, no pool: every stage is a single
-//! sequential writer).
+//! sequential writer). [`tx`] opens the stages' transactions, [`values`] reads text columns and
+//! the clock the same way on every engine.
 
 use anyhow::{Context, Result};
 use sqlx::any::AnyConnectOptions;

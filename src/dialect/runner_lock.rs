@@ -68,4 +68,24 @@ mod tests {
         assert_eq!(advisory_key("a"), advisory_key("a"));
         assert_ne!(advisory_key("a"), advisory_key("b"));
     }
+
+    #[test]
+    fn lock_waits_of_every_engine_are_recognised() {
+        assert!(is_lock_wait(
+            "55P03",
+            "canceling statement due to lock timeout"
+        ));
+        assert!(is_lock_wait("40P01", ""));
+        assert!(is_lock_wait(
+            "HY000",
+            "Lock wait timeout exceeded; try restarting"
+        ));
+        assert!(is_lock_wait("5", ""));
+        assert!(is_lock_wait("", "database is locked"));
+        assert!(!is_lock_wait(
+            "23505",
+            "duplicate key value violates unique constraint"
+        ));
+        assert!(!is_lock_wait("", ""));
+    }
 }
