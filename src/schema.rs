@@ -6,6 +6,7 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
+use crate::db::text;
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::input_error;
 use crate::mapping::{EvidenceKind, Mapping, Shape};
@@ -37,22 +38,16 @@ pub async fn column_type(
     column: &str,
 ) -> Result<Option<String>> {
     let sql = render("column_type.sql", ctx, minijinja::context! {})?;
-    let (schema, name) = match table.split_once('.') {
-        Some((s, t)) => (Some(s.to_string()), t.to_string()),
-        None => (None, table.to_string()),
-    };
-    let q = sqlx::query(&sql);
-    let q = match ctx.dialect {
-        Dialect::Postgres => q.bind(ctx.dialect.quote(table)).bind(column.to_string()),
-        Dialect::Mysql => q.bind(schema).bind(name).bind(column.to_string()),
-        Dialect::Sqlite => q
-            .bind(schema.unwrap_or_else(|| "main".to_string()))
-            .bind(name)
-            .bind(column.to_string()),
-    };
-    let row = q.fetch_optional(&mut *conn).await?;
+    let mut q = sqlx::query(&sql);
+    for bind in ctx.dialect.catalog_table_binds(table) {
+        q = q.bind(bind);
+    }
+    let row = q
+        .bind(column.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
     Ok(match row {
-        Some(r) => crate::stages::text(&r, 0)?,
+        Some(r) => text(&r, 0)?,
         None => None,
     })
 }
@@ -61,11 +56,8 @@ pub async fn column_type(
 ///
 /// Errors (exit 2): a type tidemark cannot key a watermark by (uuid, binary, decimal…), named.
 pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType> {
-    // MySQL/MariaDB add " CHARACTER SET … COLLATE …" (sql/mysql/column_type.sql).
-    let (base, attributes) = match declared.find(" CHARACTER SET ") {
-        Some(i) => (&declared[..i], &declared[i..]),
-        None => (declared, ""),
-    };
+    // The type without the attributes an engine appends (MySQL: the character set).
+    let (base, _attributes) = dialect.split_type_attributes(declared);
     let t = base.to_ascii_lowercase();
     if t.contains("int") {
         return Ok(KeyType {
@@ -79,13 +71,7 @@ pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType>
             "{what} has type {declared}: tidemark keys watermarks by integer or text columns"
         )));
     }
-    let ddl = match dialect {
-        Dialect::Postgres => declared.to_string(),
-        Dialect::Mysql if t.starts_with("varchar") || t.starts_with("char") => declared.to_string(),
-        // A TEXT column cannot be part of a MySQL primary key without a prefix length.
-        Dialect::Mysql => format!("VARCHAR(255){attributes}"),
-        Dialect::Sqlite => "TEXT".into(),
-    };
+    let ddl = dialect.text_key_ddl(declared);
     Ok(KeyType {
         kind: KeyKind::Text,
         ddl,
@@ -245,37 +231,12 @@ pub async fn preflight(
 
 /// Whether `table` is a view (stages that only read accept views; `contract` does not).
 pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
-    let (schema, name) = match table.split_once('.') {
-        Some((s, t)) => (Some(s.to_string()), t.to_string()),
-        None => (None, table.to_string()),
-    };
-    let n: i64 = match dialect {
-        Dialect::Postgres => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM pg_class WHERE oid = to_regclass($1) AND relkind IN ('v', 'm')")
-                .bind(dialect.quote(table))
-                .fetch_one(&mut *conn)
-                .await?
-        }
-        Dialect::Mysql => {
-            sqlx::query_scalar(
-                "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND TABLE_TYPE = 'VIEW'",
-            )
-            .bind(schema)
-            .bind(name)
-            .fetch_one(&mut *conn)
-            .await?
-        }
-        Dialect::Sqlite => {
-            let master = match &schema {
-                Some(s) => format!("{}.sqlite_master", dialect.quote(s)),
-                None => "sqlite_master".to_string(),
-            };
-            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {master} WHERE type = 'view' AND name = ?"))
-                .bind(name)
-                .fetch_one(&mut *conn)
-                .await?
-        }
-    };
+    let (sql, binds) = dialect.view_count_query(table);
+    let mut q = sqlx::query_scalar(&sql);
+    for bind in binds {
+        q = q.bind(bind);
+    }
+    let n: i64 = q.fetch_one(&mut *conn).await?;
     Ok(n > 0)
 }
 
@@ -297,50 +258,5 @@ pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &st
                 Err(other) => Err(other),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_types_keep_the_collation() {
-        let k = key_type(
-            Dialect::Mysql,
-            "varchar(255) CHARACTER SET ascii COLLATE ascii_bin",
-            "x",
-        )
-        .unwrap();
-        assert_eq!(
-            (k.kind, k.ddl.as_str()),
-            (
-                KeyKind::Text,
-                "varchar(255) CHARACTER SET ascii COLLATE ascii_bin"
-            )
-        );
-        let k = key_type(
-            Dialect::Mysql,
-            "mediumtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-            "x",
-        )
-        .unwrap();
-        assert_eq!(
-            k.ddl,
-            "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-        );
-        assert_eq!(
-            key_type(Dialect::Mysql, "bigint(20) unsigned", "x")
-                .unwrap()
-                .kind,
-            KeyKind::Integer
-        );
-        assert_eq!(
-            key_type(Dialect::Postgres, "character varying(64)", "x")
-                .unwrap()
-                .ddl,
-            "character varying(64)"
-        );
-        assert!(key_type(Dialect::Postgres, "uuid", "x").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Connections: which dialect a DSN names, how it is shown without its password, and how
 //! tidemark connects (one sqlx `AnyConnection` per command, no pool: every stage is a single
-//! sequential writer).
+//! sequential writer). [`tx`] opens the stages' transactions, [`values`] reads text columns and
+//! the clock the same way on every engine.
 
 use anyhow::{Context, Result};
 use sqlx::any::AnyConnectOptions;
@@ -10,6 +11,11 @@ use std::time::Duration;
 
 use crate::dialect::Dialect;
 use crate::error::input_error;
+
+pub mod tx;
+pub mod values;
+
+pub use values::{now_ms, text};
 
 /// A database URL (DSN) with its dialect. `Display` shows it with the password replaced by
 /// `***`; the raw text is only handed to the driver.
@@ -96,11 +102,9 @@ impl Dsn {
                 }
             })?;
         let mut conn = conn;
-        if self.dialect == Dialect::Postgres {
-            // tidemark's batch statements are costly enough to cross the JIT thresholds, and
-            // compiling each batch took longer than running it (measured at 1M members: a capped
-            // audit 127 s with JIT, 8 s without). Servers before 11 have no `jit`: ignored.
-            let _ = sqlx::raw_sql("SET jit = off").execute(&mut conn).await;
+        for sql in self.dialect.session_setup_sql() {
+            // Settings the server may not know (an older version): ignored.
+            let _ = sqlx::raw_sql(sql).execute(&mut conn).await;
         }
         Ok(conn)
     }

@@ -15,17 +15,22 @@
 //! arm in [`Dialect::sql`], its scheme in [`crate::db::Dsn::parse`], and its `sql/<name>/` and
 //! `migrations/<name>/` files.
 
+use anyhow::Result;
 use serde::Serialize;
+use sqlx::AnyConnection;
+use std::time::Duration;
 
 use crate::mapping::{EvidenceKind, Mapping, Shape};
 
 pub mod mysql;
 pub mod postgres;
 pub mod quote;
+pub mod runner_lock;
 pub mod sqlite;
 pub mod templates;
 
 pub use quote::identifiers;
+pub use runner_lock::{BoxFuture, LockAttempt};
 pub use templates::{render, RangeParams};
 
 /// The engine of a target database: a handle that dereferences to its [`SqlDialect`].
@@ -87,6 +92,128 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
 
     // ---- transactions, locks and catalog ----
     // (runner lock, lock timeouts, isolation, catalog queries, key types)
+
+    /// Statements run once on every new connection ([`crate::db::Dsn::connect`]); a failure
+    /// is ignored (a setting an older server does not know). Empty where nothing is needed.
+    fn session_setup_sql(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The statements, in order, that open a read transaction whose statements all see one
+    /// consistent snapshot (seed 000 §2: a message that arrives during a batch is never
+    /// marked read by it). Used by [`crate::db::tx::begin_snapshot`].
+    fn begin_snapshot_sql(&self) -> &'static [&'static str];
+
+    /// The statement that opens a short write transaction ([`crate::db::tx::begin_write`]).
+    fn begin_write_sql(&self) -> &'static str;
+
+    /// The statements that bound every lock wait of this session to `timeout`, so that the
+    /// tool, not the application, loses a lock wait ([`crate::lock::set_lock_timeout`]).
+    fn lock_timeout_sql(&self, timeout: Duration) -> Vec<String>;
+
+    /// Error codes, as the driver reports them (SQLSTATE, or the engine's result code), of a
+    /// lock wait that gave up, a deadlock or a serialization failure: worth a retry after a
+    /// pause ([`crate::lock::is_lock_wait`]).
+    fn lock_wait_codes(&self) -> &'static [&'static str];
+
+    /// Lower-case fragments of error messages with the same meaning as
+    /// [`SqlDialect::lock_wait_codes`] (for errors whose code the driver does not pass on).
+    fn lock_wait_messages(&self) -> &'static [&'static str];
+
+    /// The runner lock's name on the server for tidemark's name `name` (e.g.
+    /// `tidemark:backfill:<fingerprint prefix>`): the same name where locks are per database.
+    ///
+    /// Errors (exit 3): the database cannot be asked.
+    fn runner_lock_name<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<String>> {
+        let name = name.to_string();
+        Box::pin(async move { Ok(name) })
+    }
+
+    /// Tries once, without waiting, to take the runner lock `name` (as
+    /// [`SqlDialect::runner_lock_name`] returned it) for this session.
+    ///
+    /// Errors (exit 3): the database fails (not: the lock is held, that is
+    /// [`LockAttempt::Held`]).
+    fn try_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<LockAttempt>>;
+
+    /// Tells the other runners that the holder of `name` is alive (a lock row's heartbeat);
+    /// nothing where the server ties the lock to the session.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn refresh_runner_lock<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _name: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Releases the runner lock `name` this session holds.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn release_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// Whether some runner holds the lock `name` now (for `status`); takes nothing.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn runner_lock_held<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// The bind values, in order, that name `table` (`name` or `schema.name`, unquoted) in
+    /// the catalog queries `sql/<dialect>/column_type.sql` (followed by the column name) and
+    /// `sql/<dialect>/contract_columns.sql`.
+    fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>>;
+
+    /// A query answering one integer, above 0 when `table` (unquoted, maybe `schema.name`) is
+    /// a view, with its bind values in order ([`crate::schema::is_view`]).
+    fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>);
+
+    /// Splits a declared column type as `column_type.sql` returns it into the type and the
+    /// attributes the engine appends (MySQL: ` CHARACTER SET … COLLATE …`; empty elsewhere).
+    fn split_type_attributes<'a>(&self, declared: &'a str) -> (&'a str, &'a str) {
+        (declared, "")
+    }
+
+    /// The watermark table's DDL type for a text key column declared as `declared` (as
+    /// `column_type.sql` returns it): the key must compare as the legacy key does.
+    fn text_key_ddl(&self, declared: &str) -> String;
+
+    /// An integer expression over `{col}` that hashes a text key, for `--sample`.
+    ///
+    /// Errors (exit 2): the engine has no built-in hash for text.
+    fn text_key_hash(&self) -> Result<&'static str>;
+
+    /// An expression for the time `secs` seconds ago, comparable with the engine's timestamp
+    /// columns (`--min-age` on a timestamp `created_at`).
+    fn seconds_ago(&self, secs: u64) -> String;
+
+    /// The migration files under `migrations/<dialect>/`, in version order: (refinery name,
+    /// template). The templates see `wm`, `wm_table`, `wm_index`, `user_type`, `conv_type`.
+    fn migrations(&self) -> &'static [(&'static str, &'static str)];
+
+    /// Whether DDL is transactional: then a migration and its history row commit together.
+    /// (MySQL commits DDL implicitly, so a transaction there would mislead.)
+    fn transactional_ddl(&self) -> bool;
+
+    /// The name to create an index `index` under, for a table in `schema` (None: the default
+    /// one), quoted. SQLite names the index with the table's schema; the servers put an index
+    /// in its table's schema by themselves.
+    fn index_name(&self, schema: Option<&str>, index: &str) -> String;
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----

@@ -1,6 +1,12 @@
 //! MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
 
+use anyhow::Result;
+use sqlx::{AnyConnection, Row};
+use std::time::Duration;
+
+use super::runner_lock::{advisory_key, BoxFuture, LockAttempt};
 use super::SqlDialect;
+use crate::db::text;
 
 /// MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +39,192 @@ impl SqlDialect for Mysql {
 
     // ---- transactions, locks and catalog ----
     // (runner lock, lock timeouts, isolation, catalog queries, key types)
+
+    fn begin_snapshot_sql(&self) -> &'static [&'static str] {
+        &[
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+        ]
+    }
+
+    fn begin_write_sql(&self) -> &'static str {
+        "START TRANSACTION"
+    }
+
+    /// `innodb_lock_wait_timeout` (row locks) and `lock_wait_timeout` (metadata locks), in
+    /// whole seconds, at least 1.
+    fn lock_timeout_sql(&self, timeout: Duration) -> Vec<String> {
+        let secs = timeout.as_secs().max(1);
+        vec![
+            format!("SET SESSION innodb_lock_wait_timeout = {secs}"),
+            format!("SET SESSION lock_wait_timeout = {secs}"),
+        ]
+    }
+
+    fn lock_wait_codes(&self) -> &'static [&'static str] {
+        // The driver reports SQLSTATEs, not MySQL's error numbers: 1205 (lock wait timeout)
+        // and 1213 (deadlock) are recognised by their messages.
+        &[]
+    }
+
+    fn lock_wait_messages(&self) -> &'static [&'static str] {
+        &["lock wait timeout", "deadlock"]
+    }
+
+    /// GET_LOCK names are server-wide (PostgreSQL advisory locks are per database): the
+    /// database is part of the name, at most 64 characters in all.
+    fn runner_lock_name<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<String>> {
+        Box::pin(async move {
+            let row = sqlx::query("SELECT DATABASE()")
+                .fetch_one(&mut *conn)
+                .await?;
+            let db = text(&row, 0)?;
+            Ok(format!(
+                "{name}:{:016x}",
+                advisory_key(&db.unwrap_or_default())
+            ))
+        })
+    }
+
+    /// A named lock (`GET_LOCK` with no wait); the holder is named from the process list.
+    fn try_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<LockAttempt>> {
+        Box::pin(async move {
+            let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
+                .bind(name.to_string())
+                .fetch_one(&mut *conn)
+                .await?;
+            if got == Some(1) {
+                return Ok(LockAttempt::Taken);
+            }
+            let holder = sqlx::query(
+                "SELECT CAST(p.ID AS SIGNED), CAST(p.HOST AS CHAR(255)), CAST(p.TIME AS SIGNED) \
+                 FROM information_schema.PROCESSLIST p WHERE p.ID = IS_USED_LOCK(?)",
+            )
+            .bind(name.to_string())
+            .fetch_optional(&mut *conn)
+            .await
+            .ok()
+            .flatten()
+            .map(|r| {
+                format!(
+                    "connection {} from {}, for {} s",
+                    r.try_get::<i64, _>(0).unwrap_or_default(),
+                    text(&r, 1).ok().flatten().unwrap_or_default(),
+                    r.try_get::<i64, _>(2).unwrap_or_default()
+                )
+            })
+            .unwrap_or_else(|| "another connection".to_string());
+            Ok(LockAttempt::Held(format!("held by {holder}")))
+        })
+    }
+
+    fn release_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            sqlx::query("SELECT RELEASE_LOCK(?)")
+                .bind(name.to_string())
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn runner_lock_held<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let holder: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+                .bind(name.to_string())
+                .fetch_one(&mut *conn)
+                .await?;
+            Ok(holder.is_some())
+        })
+    }
+
+    /// The schema (NULL: the current database) and the table name.
+    fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
+        let (schema, name) = split_table(table);
+        vec![schema, Some(name)]
+    }
+
+    fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>) {
+        (
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND TABLE_TYPE = 'VIEW'"
+                .to_string(),
+            self.catalog_table_binds(table),
+        )
+    }
+
+    /// `sql/mysql/column_type.sql` appends ` CHARACTER SET … COLLATE …` to character types.
+    fn split_type_attributes<'a>(&self, declared: &'a str) -> (&'a str, &'a str) {
+        match declared.find(" CHARACTER SET ") {
+            Some(i) => (&declared[..i], &declared[i..]),
+            None => (declared, ""),
+        }
+    }
+
+    /// A CHAR or VARCHAR as declared, with its character set and collation; any other text
+    /// type as `VARCHAR(255)` with the same attributes: a TEXT column cannot be part of a
+    /// MySQL primary key without a prefix length.
+    fn text_key_ddl(&self, declared: &str) -> String {
+        let (base, attributes) = self.split_type_attributes(declared);
+        let t = base.to_ascii_lowercase();
+        if t.starts_with("varchar") || t.starts_with("char") {
+            declared.to_string()
+        } else {
+            format!("VARCHAR(255){attributes}")
+        }
+    }
+
+    fn text_key_hash(&self) -> Result<&'static str> {
+        Ok("CRC32({col})")
+    }
+
+    fn seconds_ago(&self, secs: u64) -> String {
+        format!("(CURRENT_TIMESTAMP(6) - INTERVAL {secs} SECOND)")
+    }
+
+    fn migrations(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "V1__watermarks",
+                include_str!("../../migrations/mysql/V1__watermarks.sql"),
+            ),
+            (
+                "V2__ledger",
+                include_str!("../../migrations/mysql/V2__ledger.sql"),
+            ),
+            (
+                "V3__counter_archive",
+                include_str!("../../migrations/mysql/V3__counter_archive.sql"),
+            ),
+            (
+                "V4__drift_rows",
+                include_str!("../../migrations/mysql/V4__drift_rows.sql"),
+            ),
+        ]
+    }
+
+    fn transactional_ddl(&self) -> bool {
+        false
+    }
+
+    fn index_name(&self, _schema: Option<&str>, index: &str) -> String {
+        <dyn SqlDialect>::quote(self, index)
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----
@@ -46,4 +238,52 @@ impl SqlDialect for Mysql {
     // ---- demo and generator ----
     // (what the demo and the generator need)
     // ---- end demo and generator ----
+}
+
+/// Splits `schema.table` (unquoted) into its schema, if any, and the table's name.
+fn split_table(table: &str) -> (Option<String>, String) {
+    match table.split_once('.') {
+        Some((s, t)) => (Some(s.to_string()), t.to_string()),
+        None => (None, table.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dialect::Dialect;
+    use crate::schema::{key_type, KeyKind};
+
+    /// Moved from `schema.rs` with the MySQL key types it checks.
+    #[test]
+    fn key_types_keep_the_collation() {
+        let k = key_type(
+            Dialect::Mysql,
+            "varchar(255) CHARACTER SET ascii COLLATE ascii_bin",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            (k.kind, k.ddl.as_str()),
+            (
+                KeyKind::Text,
+                "varchar(255) CHARACTER SET ascii COLLATE ascii_bin"
+            )
+        );
+        let k = key_type(
+            Dialect::Mysql,
+            "mediumtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            k.ddl,
+            "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        );
+        assert_eq!(
+            key_type(Dialect::Mysql, "bigint(20) unsigned", "x")
+                .unwrap()
+                .kind,
+            KeyKind::Integer
+        );
+    }
 }

@@ -1,6 +1,15 @@
 //! SQLite 3.35 or later (the bundled library).
 
+use anyhow::Result;
+use sqlx::{AnyConnection, Row};
+use std::time::Duration;
+
+use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt};
 use super::SqlDialect;
+use crate::db::{now_ms, text};
+
+/// A lock row whose heartbeat is older than this is stale: its runner is taken to be gone.
+const STALE_MS: i64 = 60_000;
 
 /// SQLite 3.35 or later (the bundled library).
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +42,209 @@ impl SqlDialect for Sqlite {
 
     // ---- transactions, locks and catalog ----
     // (runner lock, lock timeouts, isolation, catalog queries, key types)
+
+    /// A deferred transaction: SQLite is serializable by design.
+    fn begin_snapshot_sql(&self) -> &'static [&'static str] {
+        &["BEGIN"]
+    }
+
+    /// `BEGIN IMMEDIATE`: takes the write lock at once rather than failing to upgrade a read
+    /// lock later.
+    fn begin_write_sql(&self) -> &'static str {
+        "BEGIN IMMEDIATE"
+    }
+
+    fn lock_timeout_sql(&self, timeout: Duration) -> Vec<String> {
+        let ms = timeout.as_millis().max(1);
+        vec![format!("PRAGMA busy_timeout = {ms}")]
+    }
+
+    fn lock_wait_codes(&self) -> &'static [&'static str] {
+        // SQLITE_BUSY, SQLITE_LOCKED and their extended codes BUSY_RECOVERY, LOCKED_SHAREDCACHE.
+        &["5", "6", "261", "517"]
+    }
+
+    fn lock_wait_messages(&self) -> &'static [&'static str] {
+        &["database is locked", "database table is locked"]
+    }
+
+    /// A row in `tidemark_lock` (created by `expand`) with the holder's pid, host and a
+    /// heartbeat: a row whose process is gone (same host) or whose heartbeat is older than a
+    /// minute is taken over.
+    fn try_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<LockAttempt>> {
+        Box::pin(async move {
+            let host = hostname();
+            let pid = i64::from(std::process::id());
+            let now = now_ms();
+            let existing =
+                sqlx::query("SELECT pid, host, heartbeat_ms FROM tidemark_lock WHERE name = ?")
+                    .bind(name.to_string())
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            if let Some(r) = existing {
+                let (hpid, hhost, beat): (i64, String, i64) = (
+                    r.try_get(0)?,
+                    text(&r, 1)?.unwrap_or_default(),
+                    r.try_get(2)?,
+                );
+                if !process_gone(&hhost, hpid) && now - beat < STALE_MS && hpid != pid {
+                    return Ok(LockAttempt::Held(format!(
+                        "process {hpid} on {hhost}, last seen {} s ago",
+                        (now - beat) / 1000
+                    )));
+                }
+            }
+            sqlx::query(
+                "INSERT INTO tidemark_lock (name, pid, host, started_ms, heartbeat_ms) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, host = excluded.host, \
+                 started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms",
+            )
+            .bind(name.to_string())
+            .bind(pid)
+            .bind(host)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+            Ok(LockAttempt::Taken)
+        })
+    }
+
+    fn refresh_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            sqlx::query("UPDATE tidemark_lock SET heartbeat_ms = ? WHERE name = ?")
+                .bind(now_ms())
+                .bind(name.to_string())
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn release_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            sqlx::query("DELETE FROM tidemark_lock WHERE name = ? AND pid = ?")
+                .bind(name.to_string())
+                .bind(i64::from(std::process::id()))
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn runner_lock_held<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let row =
+                sqlx::query("SELECT pid, host, heartbeat_ms FROM tidemark_lock WHERE name = ?")
+                    .bind(name.to_string())
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            Ok(match row {
+                None => false,
+                Some(r) => {
+                    let (pid, host, beat): (i64, String, i64) = (
+                        r.try_get(0)?,
+                        text(&r, 1)?.unwrap_or_default(),
+                        r.try_get(2)?,
+                    );
+                    !process_gone(&host, pid) && now_ms() - beat < STALE_MS
+                }
+            })
+        })
+    }
+
+    /// The schema (`main` when none is named) and the table name.
+    fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
+        let (schema, name) = match table.split_once('.') {
+            Some((s, t)) => (s.to_string(), t.to_string()),
+            None => ("main".to_string(), table.to_string()),
+        };
+        vec![Some(schema), Some(name)]
+    }
+
+    /// `sqlite_master` of the table's schema (an attached database has its own).
+    fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>) {
+        let (master, name) = match table.split_once('.') {
+            Some((s, t)) => (
+                format!("{}.sqlite_master", <dyn SqlDialect>::quote(self, s)),
+                t,
+            ),
+            None => ("sqlite_master".to_string(), table),
+        };
+        (
+            format!("SELECT COUNT(*) FROM {master} WHERE type = 'view' AND name = ?"),
+            vec![Some(name.to_string())],
+        )
+    }
+
+    /// `TEXT`: SQLite's type affinity, whatever the declared length.
+    fn text_key_ddl(&self, _declared: &str) -> String {
+        "TEXT".into()
+    }
+
+    fn text_key_hash(&self) -> Result<&'static str> {
+        Err(crate::error::input_error(
+            "--sample needs integer conversation keys on SQLite (SQLite has no built-in hash for text keys)",
+        ))
+    }
+
+    fn seconds_ago(&self, secs: u64) -> String {
+        format!("datetime('now', '-{secs} seconds')")
+    }
+
+    fn migrations(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "V1__watermarks",
+                include_str!("../../migrations/sqlite/V1__watermarks.sql"),
+            ),
+            (
+                "V2__ledger",
+                include_str!("../../migrations/sqlite/V2__ledger.sql"),
+            ),
+            (
+                "V3__counter_archive",
+                include_str!("../../migrations/sqlite/V3__counter_archive.sql"),
+            ),
+            (
+                "V4__drift_rows",
+                include_str!("../../migrations/sqlite/V4__drift_rows.sql"),
+            ),
+        ]
+    }
+
+    fn transactional_ddl(&self) -> bool {
+        true
+    }
+
+    /// `"schema"."index"`: SQLite creates an index in the schema its name gives, which must be
+    /// its table's.
+    fn index_name(&self, schema: Option<&str>, index: &str) -> String {
+        match schema {
+            Some(schema) => format!(
+                "{}.{}",
+                <dyn SqlDialect>::quote(self, schema),
+                <dyn SqlDialect>::quote(self, index)
+            ),
+            None => <dyn SqlDialect>::quote(self, index),
+        }
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----

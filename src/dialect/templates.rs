@@ -160,3 +160,7 @@ fn tidy(sql: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+#[path = "templates_tests.rs"]
+mod tests;

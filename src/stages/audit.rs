@@ -392,11 +392,7 @@ async fn quiescence(
             (now_s - secs as i64).to_string()
         }
     } else {
-        match dialect {
-            Dialect::Postgres => format!("(CURRENT_TIMESTAMP - INTERVAL '{secs} seconds')"),
-            Dialect::Mysql => format!("(CURRENT_TIMESTAMP(6) - INTERVAL {secs} SECOND)"),
-            Dialect::Sqlite => format!("datetime('now', '-{secs} seconds')"),
-        }
+        dialect.seconds_ago(secs)
     };
     let quiet = format!(
         "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created_q} > {cutoff})"

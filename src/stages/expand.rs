@@ -1,5 +1,6 @@
 //! Stage 1, expand: the versioned migrations that create the watermark table and tidemark's
-//! ledger, applied with refinery through [`crate::migrate::SqlxMigrator`].
+//! ledger, applied with refinery through [`crate::migrate::SqlxMigrator`]. The migration files
+//! are the dialect's (`migrations()` of [`crate::dialect::SqlDialect`], `migrations/<dialect>/`).
 
 use anyhow::{Context, Result};
 use refinery_core::{Migration, Runner};
@@ -10,51 +11,6 @@ use crate::error::input_error;
 use crate::mapping::Mapping;
 use crate::migrate::{SqlxMigrator, HISTORY_TABLE};
 use crate::schema;
-
-/// The migration files of one dialect folder: (refinery name, template), in version order.
-macro_rules! migrations_of {
-    ($dialect:literal) => {
-        [
-            (
-                "V1__watermarks",
-                include_str!(concat!(
-                    "../../migrations/",
-                    $dialect,
-                    "/V1__watermarks.sql"
-                )),
-            ),
-            (
-                "V2__ledger",
-                include_str!(concat!("../../migrations/", $dialect, "/V2__ledger.sql")),
-            ),
-            (
-                "V3__counter_archive",
-                include_str!(concat!(
-                    "../../migrations/",
-                    $dialect,
-                    "/V3__counter_archive.sql"
-                )),
-            ),
-            (
-                "V4__drift_rows",
-                include_str!(concat!(
-                    "../../migrations/",
-                    $dialect,
-                    "/V4__drift_rows.sql"
-                )),
-            ),
-        ]
-    };
-}
-
-/// The migration files, per dialect: (refinery name, template).
-fn sources(dialect: Dialect) -> [(&'static str, &'static str); 4] {
-    match dialect {
-        Dialect::Postgres => migrations_of!("postgres"),
-        Dialect::Mysql => migrations_of!("mysql"),
-        Dialect::Sqlite => migrations_of!("sqlite"),
-    }
-}
 
 /// What `expand` did or would do.
 #[derive(Debug, Clone)]
@@ -79,12 +35,12 @@ pub async fn migrations(
     let ctx = SqlContext::new(mapping, dialect);
     let (user, conv) = schema::watermark_key_types(conn, mapping, &ctx).await?;
     let index_name = format!("{}_by_conversation", ctx.wm_name);
-    let wm_index = match (dialect, mapping.watermarks.table.split_once('.')) {
-        (Dialect::Sqlite, Some((schema, _))) => {
-            format!("{}.{}", dialect.quote(schema), dialect.quote(&index_name))
-        }
-        _ => dialect.quote(&index_name),
-    };
+    let table_schema = mapping
+        .watermarks
+        .table
+        .split_once('.')
+        .map(|(schema, _)| schema);
+    let wm_index = dialect.index_name(table_schema, &index_name);
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     let vars = minijinja::context! {
@@ -95,7 +51,7 @@ pub async fn migrations(
         conv_type => conv.ddl,
     };
     let mut out = Vec::new();
-    for (name, source) in sources(dialect) {
+    for &(name, source) in dialect.migrations() {
         let sql = env
             .render_str(source, vars.clone())
             .with_context(|| format!("rendering migration {name}"))?;
@@ -149,7 +105,7 @@ pub async fn run(
     let runner = runner.set_abort_divergent(true).set_abort_missing(true);
     let mut target = SqlxMigrator {
         conn,
-        transactional_ddl: dialect != Dialect::Mysql,
+        transactional_ddl: dialect.transactional_ddl(),
     };
     runner
         .run_async(&mut target)

@@ -1,0 +1,321 @@
+//! Tests of the template loader: every template renders for every dialect that has it, over a
+//! matrix of mappings (per_member with and without `[members]`, per_message) and variables
+//! (with and without a cap, …). The templates are taken from `TEMPLATES`; only the variables
+//! the templates read from the caller (beyond [`SqlContext`]) are listed here.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::dialect::Dialect;
+use crate::mapping::{Mapping, Shape};
+
+/// Templates that exist for some engines only, on purpose: (name, dialect without it, why).
+/// A name missing for a dialect and not listed here fails the test.
+const ENGINE_ONLY: &[(&str, &str, &str)] = &[(
+    "contract_statements.sql",
+    "sqlite",
+    "SQLite keeps no statement statistics: contract reads none there",
+)];
+
+const MESSAGES: &str = r#"
+[messages]
+table = "chat.messages"
+id = "id"
+conversation = "conv_id"
+sender = "sender_id"
+created_at = "created_at"
+countable = "deleted_at IS NULL"
+legacy_countable = "kind <> 'system'"
+"#;
+
+const MEMBERS: &str = r#"
+[members]
+table = "chat.members"
+user = "user_id"
+conversation = "conv_id"
+active = "left_at IS NULL"
+join_position = "joined_after_id"
+"#;
+
+const POSITION_TIMESTAMP: &str = r#"
+[[evidence]]
+kind = "position"
+table = "chat.read_receipts"
+user = "user_id"
+conversation = "conv_id"
+column = "message_id"
+
+[[evidence]]
+kind = "timestamp"
+table = "chat.read_times"
+user = "user_id"
+conversation = "conv_id"
+column = "read_at"
+"#;
+
+const WATERMARKS: &str = r#"
+[watermarks]
+table = "chat.read_watermarks"
+"#;
+
+/// Representative mappings: per_member with and without `[members]` (the second with no
+/// optional predicate or column at all), and per_message.
+fn mappings() -> Vec<(&'static str, Mapping)> {
+    let per_member = format!(
+        "{MESSAGES}{MEMBERS}
+[counter]
+shape = \"per_member\"
+table = \"chat.unread_counters\"
+user = \"user_id\"
+conversation = \"conv_id\"
+column = \"unread_count\"
+{POSITION_TIMESTAMP}
+[[evidence]]
+kind = \"counter\"
+
+[[evidence]]
+kind = \"own_message\"
+{WATERMARKS}"
+    );
+    let bare_per_member = format!(
+        "
+[messages]
+table = \"messages\"
+id = \"id\"
+conversation = \"conv_id\"
+sender = \"sender_id\"
+
+[counter]
+shape = \"per_member\"
+table = \"unread_counters\"
+user = \"user_id\"
+conversation = \"conv_id\"
+column = \"unread_count\"
+
+[[evidence]]
+kind = \"counter\"
+
+[[evidence]]
+kind = \"own_message\"
+{WATERMARKS}"
+    );
+    let per_message = format!(
+        "{MESSAGES}{MEMBERS}
+[counter]
+shape = \"per_message\"
+column = \"unread_by\"
+{POSITION_TIMESTAMP}
+[[evidence]]
+kind = \"own_message\"
+{WATERMARKS}"
+    );
+    [
+        ("per_member with [members]", per_member),
+        ("per_member without [members]", bare_per_member),
+        ("per_message", per_message),
+    ]
+    .into_iter()
+    .map(|(what, text)| {
+        let mapping = Mapping::parse(&text, "test.toml")
+            .unwrap_or_else(|e| panic!("test mapping {what}: {e:#}"));
+        (what, mapping)
+    })
+    .collect()
+}
+
+/// A range filter with every part present (`full`) or none.
+fn range(dialect: Dialect, first: usize, full: bool) -> RangeParams {
+    if !full {
+        return RangeParams::default();
+    }
+    RangeParams {
+        lo: Some(dialect.placeholder(first)),
+        hi: Some(dialect.placeholder(first + 1)),
+        from: Some(dialect.placeholder(first + 2)),
+        to: Some(dialect.placeholder(first + 3)),
+        sample: Some("((ABS({col}) % 1000003) * 7919) % 10000 < 500".into()),
+        quiet: Some("NOT EXISTS (SELECT 1 FROM t WHERE t.c = {col})".into()),
+    }
+}
+
+/// The variables the stages pass besides the mapping's (see their `render` calls), in
+/// every variant a template branches on. A template that reads a new variable fails here
+/// until a representative value is added.
+fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
+    let mut out = Vec::new();
+    for cap in [None, Some(99)] {
+        for full in [false, true] {
+            for unit in ["subjects", "counters", "messages"] {
+                for side in ["source", "archive"] {
+                    let what = format!(
+                        "cap {cap:?}, {} range, unit {unit}, side {side}",
+                        if full { "full" } else { "empty" }
+                    );
+                    let value = minijinja::context! {
+                        cap => cap,
+                        range => range(dialect, 1, full),
+                        range2 => range(dialect, 5, full),
+                        unit => unit,
+                        limit => 1000,
+                        rows => 2,
+                        p => (1..=6).map(|n| dialect.placeholder(n)).collect::<Vec<_>>(),
+                        param => dialect.placeholder(1),
+                        side => side,
+                        subject_col => "user_id",
+                        key_conv => dialect.quote("conv_id"),
+                        key_subject => dialect.quote("user_id"),
+                    };
+                    out.push((what, value));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The names a dialect renders: every common template, and its own folder's.
+fn names_for(dialect: Dialect) -> BTreeSet<&'static str> {
+    TEMPLATES
+        .iter()
+        .filter_map(|(name, _)| match name.split_once('/') {
+            None => Some(*name),
+            Some((folder, rest)) => (folder == dialect.name()).then_some(rest),
+        })
+        .collect()
+}
+
+/// The source `render` picks for `name` on `dialect`.
+fn source_of(dialect: Dialect, name: &str) -> &'static str {
+    let own = format!("{}/{name}", dialect.name());
+    TEMPLATES
+        .iter()
+        .find(|(n, _)| *n == own)
+        .or_else(|| TEMPLATES.iter().find(|(n, _)| *n == name))
+        .map(|(_, source)| *source)
+        .expect("a name from TEMPLATES")
+}
+
+/// Whether a template calls minijinja's `range()` function (`range(rows)`), which the
+/// stages' `range` variable (a batch's [`RangeParams`]) would hide: the stages never pass
+/// that variable to such a template, and neither does this test.
+fn calls_builtin_range(source: &str) -> bool {
+    source.match_indices("range(").any(|(i, _)| {
+        !source[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c == '.' || c == '_' || c.is_alphanumeric())
+    })
+}
+
+/// `vars` without the variable `key`.
+fn without(vars: &minijinja::Value, key: &str) -> minijinja::Value {
+    let kept: std::collections::BTreeMap<String, minijinja::Value> = vars
+        .try_iter()
+        .expect("a map")
+        .filter_map(|k| {
+            let name = k.as_str()?.to_string();
+            (name != key).then(|| (name, vars.get_item(&k).expect("a value")))
+        })
+        .collect();
+    minijinja::Value::from_serialize(&kept)
+}
+
+/// Whether template `name` is for mappings of `shape`: one named `…_per_member.sql` or
+/// `…_per_message.sql` is for that shape only (the stages pick it by the shape), every
+/// other for both.
+fn for_shape(name: &str, shape: Shape) -> bool {
+    let stem = name.trim_end_matches(".sql");
+    match shape {
+        Shape::PerMember => !stem.ends_with("_per_message"),
+        Shape::PerMessage => !stem.ends_with("_per_member"),
+    }
+}
+
+#[test]
+fn every_template_renders_for_every_dialect() {
+    let mappings = mappings();
+    let mut failures = Vec::new();
+    for dialect in Dialect::ALL {
+        let extras = extras(dialect);
+        for name in names_for(dialect) {
+            for (what, mapping) in &mappings {
+                if !for_shape(name, mapping.counter.shape) {
+                    continue;
+                }
+                let ctx = SqlContext::new(mapping, dialect);
+                let builtin_range = calls_builtin_range(source_of(dialect, name));
+                for (vars, extra) in &extras {
+                    let extra = if builtin_range {
+                        without(extra, "range")
+                    } else {
+                        extra.clone()
+                    };
+                    match render(name, &ctx, extra) {
+                        Ok(sql) if sql.contains("{{") || sql.contains("{%") => {
+                            failures.push(format!(
+                                "{}/{name} ({what}; {vars}): template syntax left in {sql}",
+                                dialect.name()
+                            ))
+                        }
+                        Ok(_) => {}
+                        Err(e) => failures
+                            .push(format!("{}/{name} ({what}; {vars}): {e:#}", dialect.name())),
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} renderings failed, the first:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn every_template_exists_for_every_dialect() {
+    let folders: BTreeSet<&str> = TEMPLATES
+        .iter()
+        .filter_map(|(name, _)| name.split_once('/').map(|(folder, _)| folder))
+        .collect();
+    for folder in &folders {
+        assert!(
+            Dialect::ALL.iter().any(|d| d.name() == *folder),
+            "sql/{folder}/ is no dialect's folder"
+        );
+    }
+    let every: BTreeSet<&str> = Dialect::ALL.iter().flat_map(|d| names_for(*d)).collect();
+    for dialect in Dialect::ALL {
+        let own = names_for(dialect);
+        for name in every.difference(&own) {
+            assert!(
+                ENGINE_ONLY
+                    .iter()
+                    .any(|(n, d, _)| n == name && *d == dialect.name()),
+                "sql/{name} has no version {} can render: add sql/{}/{name} (or sql/common/{name}), \
+                 or list it in ENGINE_ONLY with the reason",
+                dialect.name(),
+                dialect.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn migrations_have_the_same_versions_on_every_dialect() {
+    let names = |d: Dialect| d.migrations().iter().map(|(n, _)| *n).collect::<Vec<_>>();
+    for dialect in Dialect::ALL {
+        assert_eq!(
+            names(dialect),
+            names(Dialect::Postgres),
+            "{}",
+            dialect.name()
+        );
+    }
+}

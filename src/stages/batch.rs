@@ -1,0 +1,233 @@
+//! Conversation-range batching, shared by backfill, audit and contract: the key values of the
+//! legacy schema ([`Key`]), what a run covers ([`Scope`]), one batch of whole conversations
+//! ([`Batch`]) and how the next one is found ([`next_batch`], `sql/common/batch_bounds.sql`).
+
+use anyhow::Result;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
+use sqlx::{Any, AnyConnection, Row};
+
+use crate::db::text;
+use crate::dialect::{render, Dialect, RangeParams, SqlContext};
+use crate::schema::KeyKind;
+
+/// A key value of the legacy schema (a user, a conversation, a message position). In JSON
+/// (checkpoints) an integer key is a number and a text key a string.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(untagged)]
+pub enum Key {
+    /// An integer key.
+    Int(i64),
+    /// A text key.
+    Text(String),
+}
+
+impl Key {
+    /// Reads column `idx` of a row as a key of `kind`.
+    pub fn read(row: &AnyRow, idx: usize, kind: KeyKind) -> Result<Key> {
+        Ok(match kind {
+            KeyKind::Integer => Key::Int(row.try_get::<i64, _>(idx)?),
+            KeyKind::Text => Key::Text(text(row, idx)?.unwrap_or_default()),
+        })
+    }
+
+    /// Binds the key as the next parameter of `q`.
+    pub fn bind<'q>(
+        &self,
+        q: Query<'q, Any, AnyArguments<'q>>,
+    ) -> Query<'q, Any, AnyArguments<'q>> {
+        match self {
+            Key::Int(v) => q.bind(*v),
+            Key::Text(v) => q.bind(v.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Int(v) => write!(f, "{v}"),
+            Key::Text(v) => f.write_str(v),
+        }
+    }
+}
+
+/// Which conversations a run covers beyond its batches: `--conversations FROM..TO` (both
+/// inclusive) and a deterministic `--sample` by conversation key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scope {
+    /// Lowest conversation covered (inclusive).
+    pub from: Option<Key>,
+    /// Highest conversation covered (inclusive).
+    pub to: Option<Key>,
+    /// An SQL predicate over `{col}` (the conversation column) that keeps the sample.
+    pub sample_sql: Option<String>,
+    /// An SQL predicate over `{col}` that leaves out conversations with recent writes
+    /// (`--min-age`).
+    pub quiet_sql: Option<String>,
+}
+
+impl Scope {
+    /// The deterministic sample predicate for `percent` of the conversations: a hash of the
+    /// key modulo 10 000 below percent × 100. The same key is
+    /// always in or out, so scheduled samples are comparable run to run.
+    ///
+    /// Errors (exit 2): a percentage outside (0, 100], or text keys on SQLite (no built-in hash).
+    pub fn sample(dialect: Dialect, kind: KeyKind, percent: f64) -> Result<String> {
+        if !(percent > 0.0 && percent <= 100.0) {
+            return Err(crate::error::input_error(format!(
+                "--sample {percent}: a percentage in (0, 100]"
+            )));
+        }
+        let basis = (percent * 100.0).round() as i64;
+        // Integers are scrambled (sequential ids would otherwise make a prefix, not a sample);
+        // every intermediate value stays below 2^63.
+        let hash = match kind {
+            KeyKind::Integer => "((ABS({col}) % 1000003) * 7919)",
+            KeyKind::Text => dialect.text_key_hash()?,
+        };
+        Ok(format!("({hash} % 10000) < {basis}"))
+    }
+}
+
+/// One batch: the conversations in (`lo`, `hi`], whole conversations only, within a scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    /// Exclusive lower bound; None for the first batch.
+    pub lo: Option<Key>,
+    /// Inclusive upper bound.
+    pub hi: Key,
+    /// Rows (members or messages) the batch holds.
+    pub rows: u64,
+    /// The run's scope.
+    pub scope: Scope,
+}
+
+impl Batch {
+    /// The range placeholders for this batch, starting at parameter `first` (1-based), in the
+    /// order `sql/common/macros.sql` uses them: lo, hi, from, to.
+    pub fn params(&self, dialect: Dialect, first: usize) -> RangeParams {
+        range_params(dialect, first, self.lo.is_some(), true, &self.scope)
+    }
+
+    /// How many parameters [`Batch::params`] places.
+    pub fn param_count(&self) -> usize {
+        self.bound_keys().count()
+    }
+
+    fn bound_keys(&self) -> impl Iterator<Item = &Key> {
+        self.lo
+            .iter()
+            .chain(std::iter::once(&self.hi))
+            .chain(self.scope.from.iter())
+            .chain(self.scope.to.iter())
+    }
+
+    /// Binds lo, hi, from, to (those present), in the order [`Batch::params`] placed them.
+    pub fn bind<'q>(
+        &self,
+        mut q: Query<'q, Any, AnyArguments<'q>>,
+    ) -> Query<'q, Any, AnyArguments<'q>> {
+        for key in self.bound_keys() {
+            q = key.bind(q);
+        }
+        q
+    }
+}
+
+/// Placeholders for a range filter: lo, hi, from, to (each only when present).
+fn range_params(dialect: Dialect, first: usize, lo: bool, hi: bool, scope: &Scope) -> RangeParams {
+    let mut n = first;
+    let mut next = |present: bool| {
+        present.then(|| {
+            let p = dialect.placeholder(n);
+            n += 1;
+            p
+        })
+    };
+    RangeParams {
+        lo: next(lo),
+        hi: next(hi),
+        from: next(scope.from.is_some()),
+        to: next(scope.to.is_some()),
+        sample: scope.sample_sql.clone(),
+        quiet: scope.quiet_sql.clone(),
+    }
+}
+
+/// The range filter for a whole run within `scope` (no batch bounds), from parameter 1.
+pub fn scope_params(dialect: Dialect, scope: &Scope) -> RangeParams {
+    range_params(dialect, 1, false, false, scope)
+}
+
+/// Binds a scope's from and to.
+pub fn bind_scope<'q>(
+    scope: &Scope,
+    mut q: Query<'q, Any, AnyArguments<'q>>,
+) -> Query<'q, Any, AnyArguments<'q>> {
+    for key in scope.from.iter().chain(scope.to.iter()) {
+        q = key.bind(q);
+    }
+    q
+}
+
+/// What a batch counts: decides which rows `sql/common/batch_bounds.sql` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchUnit {
+    /// Members the backfill writes for (subjects.sql).
+    Subjects,
+    /// Rows of the per-member counter table (audit, shape A).
+    Counters,
+    /// Messages (audit, shape B).
+    Messages,
+}
+
+/// Finds the next batch after `lo` within `scope`: whole conversations in key order until
+/// `batch_size` rows are reached (a conversation larger than that is a batch of its own). None
+/// when no conversation is left.
+pub async fn next_batch(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    unit: BatchUnit,
+    conv_kind: KeyKind,
+    lo: Option<Key>,
+    batch_size: u64,
+    scope: &Scope,
+) -> Result<Option<Batch>> {
+    let range = range_params(ctx.dialect, 1, lo.is_some(), false, scope);
+    let unit_name = match unit {
+        BatchUnit::Subjects => "subjects",
+        BatchUnit::Counters => "counters",
+        BatchUnit::Messages => "messages",
+    };
+    let sql = render(
+        "batch_bounds.sql",
+        ctx,
+        minijinja::context! { range => range, unit => unit_name, limit => batch_size.max(1) },
+    )?;
+    let mut q = sqlx::query(&sql);
+    if let Some(lo) = &lo {
+        q = lo.bind(q);
+    }
+    q = bind_scope(scope, q);
+    let rows = q.fetch_all(&mut *conn).await?;
+    let mut hi = None;
+    let mut total = 0u64;
+    for row in &rows {
+        let n: i64 = row.try_get(1)?;
+        let n = n.max(0) as u64;
+        if hi.is_some() && total + n > batch_size {
+            break;
+        }
+        total += n;
+        hi = Some(Key::read(row, 0, conv_kind)?);
+    }
+    Ok(hi.map(|hi| Batch {
+        lo,
+        hi,
+        rows: total,
+        scope: scope.clone(),
+    }))
+}
