@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::db::Dsn;
 use crate::gate::{self, GateOptions, StatementUse};
 use crate::mapping::Shape;
-use crate::stages::contract::{check_options, run, ContractOptions, ContractOutcome};
+use crate::stages::contract::{
+    check_options, run, ContractFailed, ContractOptions, ContractOutcome,
+};
 use crate::stages::now_ms;
 
 /// `tidemark contract` options.
@@ -98,7 +100,16 @@ pub async fn run_cli(args: ContractArgs) -> Result<u8> {
     let opts = args.options();
     check_options(&opts)?;
     let mut conn = dsn.connect().await?;
-    let outcome = run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+    let outcome = match run(&mut conn, &mapping, dsn.dialect, &opts).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // A failure during --execute: what was found and done is still shown.
+            if let Some(failed) = e.downcast_ref::<ContractFailed>() {
+                print(&failed.outcome, &dsn, &opts);
+            }
+            return Err(e);
+        }
+    };
     print(&outcome, &dsn, &opts);
     Ok(outcome.exit_code)
 }
@@ -204,7 +215,12 @@ pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions) {
     if let Some(reason) = &o.forced {
         println!("  forced: {reason} (recorded in the ledger)");
     }
-    if o.executed {
+    if let Some(f) = &o.failure {
+        println!("  failed: {}", f.message);
+        if let Some(detail) = &f.detail {
+            println!("  database detail: {detail}");
+        }
+    } else if o.executed {
         println!(
             "  done: {} dropped (ledger run #{})",
             o.target.describe(),

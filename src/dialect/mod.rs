@@ -165,6 +165,12 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
         Box<dyn std::future::Future<Output = Result<&'static str, String>> + Send + 'a>,
     >;
 
+    /// The database's detail of an error, where the engine gives one besides its message
+    /// (PostgreSQL's DETAIL, e.g. the view that depends on a column); None elsewhere.
+    fn error_detail(&self, _error: &sqlx::Error) -> Option<String> {
+        None
+    }
+
     /// Why reading the statement statistics from `source` failed with `message`, in words.
     fn statement_statistics_error(&self, source: &str, message: &str) -> String {
         format!("cannot read {source}: {message}")

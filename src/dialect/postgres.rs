@@ -67,6 +67,14 @@ impl SqlDialect for Postgres {
         Box::pin(async { Ok("pg_stat_statements") })
     }
 
+    fn error_detail(&self, error: &sqlx::Error) -> Option<String> {
+        error
+            .as_database_error()?
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?
+            .detail()
+            .map(str::to_string)
+    }
+
     fn statement_statistics_error(&self, source: &str, message: &str) -> String {
         if message.contains("does not exist") {
             "pg_stat_statements is not installed in this database (shared_preload_libraries and CREATE EXTENSION pg_stat_statements)".to_string()

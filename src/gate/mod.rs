@@ -16,6 +16,11 @@
 //! - the chain must hold at least `--min-clean-audits` audits and its newest must be no older
 //!   than `--max-audit-age` (measured from the audit's start: its snapshots are at least that
 //!   old);
+//! - a finished audit whose options (its tolerance) or summary cannot be read from the ledger
+//!   (a missing or renamed key) closes the gate and says why: unknown evidence is never read
+//!   as a zero tolerance (issue 13, row 8);
+//! - an audit that checked only some limits (a tolerance option given alone: the others are
+//!   not checked) has a tolerance above zero;
 //! - with `--require-unused`, the server's statement statistics must show that no statement
 //!   still reads or writes the counter column; statistics that are unavailable close the gate
 //!   (an absence of evidence is not evidence of absence).

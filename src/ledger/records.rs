@@ -324,6 +324,24 @@ impl AuditOptionsRecord {
     }
 }
 
+/// The options a backfill records (`options` of its ledger run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackfillOptionsRecord {
+    /// `--batch-size`.
+    pub batch_size: u64,
+    /// `--chunk-time`, milliseconds.
+    pub chunk_time_ms: u64,
+    /// `--max-rows-per-second`.
+    #[serde(deserialize_with = "required")]
+    pub max_rows_per_second: Option<f64>,
+    /// `--pause-between-batches`, milliseconds.
+    pub pause_between_batches_ms: u64,
+    /// `--lock-timeout`, milliseconds.
+    pub lock_timeout_ms: u64,
+    /// `--retries`.
+    pub retries: usize,
+}
+
 /// What the gate and `status` read of a finished audit's summary (the audit writes the whole
 /// [`crate::stages::audit::AuditSummary`]; these keys must be in it).
 #[derive(Debug, Clone, Deserialize)]

@@ -18,6 +18,7 @@ use super::{
 };
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
+use crate::ledger::records::BackfillOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
 use crate::mapping::{EvidenceKind, Mapping};
@@ -282,12 +283,14 @@ async fn resume_or_start(
             return Ok((last.id, cp.lo, summary));
         }
     }
-    let options = serde_json::json!({
-        "batch_size": opts.batch_size, "chunk_time_ms": opts.chunk_time.as_millis() as u64,
-        "max_rows_per_second": opts.max_rows_per_second,
-        "pause_between_batches_ms": opts.pause_between_batches.as_millis() as u64,
-        "lock_timeout_ms": opts.lock_timeout.as_millis() as u64, "retries": opts.retries,
-    });
+    let options = serde_json::to_value(BackfillOptionsRecord {
+        batch_size: opts.batch_size,
+        chunk_time_ms: opts.chunk_time.as_millis() as u64,
+        max_rows_per_second: opts.max_rows_per_second,
+        pause_between_batches_ms: opts.pause_between_batches.as_millis() as u64,
+        lock_timeout_ms: opts.lock_timeout.as_millis() as u64,
+        retries: opts.retries,
+    })?;
     let id = ledger::start(
         conn,
         dialect,

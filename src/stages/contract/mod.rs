@@ -27,11 +27,14 @@ mod archive;
 mod execute;
 mod plan;
 mod sqlite_rebuild;
+mod state;
 
 pub use archive::{ArchiveSummary, Checksum};
 pub use execute::FinalAudit;
 pub use plan::{instant_drop_supported, plan, Plan, Step};
 pub use sqlite_rebuild::{split_create_table, CreateTableParts};
+pub use state::{dropped_by, verdict};
+use state::{last_contract, table_columns};
 
 // Kept while tests/contract.rs imports them from here (they live in the CLI now: the stage
 // never prints); the tests helper moves that import to `tidemark::cli::contract`.
@@ -48,10 +51,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{now_ms, BatchUnit};
-use crate::dialect::{render, Dialect, SqlContext};
+use crate::dialect::{Dialect, SqlContext};
 use crate::error::{input_error, EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, read_audits, statement_use, GateOptions};
-use crate::ledger::records::{ContractOptionsRecord, ContractSummaryRecord};
+use crate::ledger::records::ContractOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage, LEDGER_TABLE};
 use crate::lock::RunnerLock;
 use crate::mapping::{hex, Mapping, Shape};
@@ -185,6 +188,42 @@ pub struct ContractOutcome {
     pub ledger_id: Option<i64>,
     /// 0: open (and done with `--execute`) or nothing to drop; 1: closed.
     pub exit_code: u8,
+    /// Set when `--execute` failed (the run's error is [`ContractFailed`], which carries
+    /// this outcome): what failed, with the database's own detail.
+    pub failure: Option<Failure>,
+}
+
+/// What made a `--execute` run fail.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// The error and its causes, on one line.
+    pub message: String,
+    /// The database's detail of the error, where the engine gives one (PostgreSQL's DETAIL:
+    /// for example the view that depends on the column).
+    pub detail: Option<String>,
+}
+
+/// The error of a contract run that failed during `--execute`, with what the run had found
+/// and done until then (verdict, final audit, archive, the failure) for the CLI to show. It
+/// displays as the error itself and its source is that error, so the exit code and the
+/// message are the error's.
+#[derive(Debug)]
+pub struct ContractFailed {
+    /// What the run found and did before it failed ([`ContractOutcome::failure`] is set).
+    pub outcome: Box<ContractOutcome>,
+    error: anyhow::Error,
+}
+
+impl std::fmt::Display for ContractFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for ContractFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.error.as_ref())
+    }
 }
 
 /// The key columns of the counter rows: (conversation, subject, archive column for the
@@ -248,6 +287,7 @@ pub async fn run(
                 forced: None,
                 ledger_id: None,
                 exit_code: EXIT_OK,
+                failure: None,
             }),
             None if columns.is_empty() => Err(input_error(format!(
                 "counter table {:?} does not exist, and the ledger records no contract that dropped it",
@@ -337,6 +377,7 @@ pub async fn run(
         forced: forced(verdict.open),
         ledger_id: None,
         exit_code: if verdict.open { EXIT_OK } else { EXIT_DRIFT },
+        failure: None,
     };
     if !opts.execute || (!verdict.open && !opts.force) {
         return Ok(outcome);
@@ -437,7 +478,20 @@ pub async fn run(
     }
     .await;
     let _ = runner.release(conn).await;
-    result?;
+    if let Err(error) = result {
+        outcome.verdict = Some(verdict);
+        outcome.failure = Some(Failure {
+            message: crate::error::describe(&error),
+            detail: error
+                .chain()
+                .filter_map(|cause| cause.downcast_ref::<sqlx::Error>())
+                .find_map(|e| dialect.error_detail(e)),
+        });
+        return Err(anyhow::Error::new(ContractFailed {
+            outcome: Box::new(outcome),
+            error,
+        }));
+    }
     outcome.verdict = Some(verdict);
     Ok(outcome)
 }
@@ -478,6 +532,7 @@ pub fn check_options(opts: &ContractOptions) -> Result<()> {
     Ok(())
 }
 
+/// What the mapping says is dropped (the table-of-its-own test is made later).
 fn target_of(mapping: &Mapping, opts: &ContractOptions) -> Target {
     let (conversation, subject) = match mapping.counter.shape {
         Shape::PerMember => (
@@ -500,6 +555,7 @@ fn target_of(mapping: &Mapping, opts: &ContractOptions) -> Target {
     }
 }
 
+/// The key columns of the counter rows and their types.
 async fn key_columns(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -524,84 +580,6 @@ async fn key_columns(
             subject_kind: KeyKind::Integer,
         },
     })
-}
-
-/// The columns of `table`, in order (empty when it does not exist).
-async fn table_columns(
-    conn: &mut AnyConnection,
-    ctx: &SqlContext,
-    table: &str,
-) -> Result<Vec<String>> {
-    let sql = render("contract_columns.sql", ctx, minijinja::context! {})?;
-    let mut q = sqlx::query(&sql);
-    for bind in ctx.dialect.table_columns_binds(table) {
-        q = q.bind(bind);
-    }
-    let rows = q.fetch_all(&mut *conn).await?;
-    rows.iter()
-        .map(|r| Ok(ledger::text(r, "name")?.unwrap_or_default()))
-        .collect()
-}
-
-/// The gate's verdict alone, for `status`: reads the ledger and the statement statistics,
-/// plans nothing and writes nothing.
-pub async fn verdict(
-    conn: &mut AnyConnection,
-    mapping: &Mapping,
-    dialect: Dialect,
-    gate_options: &GateOptions,
-) -> Result<gate::Verdict> {
-    let ctx = SqlContext::new(mapping, dialect);
-    let target = target_of(mapping, &ContractOptions::default());
-    let statements = statement_use(conn, &ctx, &target.table, &target.column, mapping).await;
-    let audits = read_audits(conn, dialect, &mapping.fingerprint).await?;
-    Ok(gate::decide(
-        &audits,
-        &mapping.fingerprint,
-        now_ms(),
-        gate_options,
-        &statements,
-    ))
-}
-
-/// The contract run that dropped this mapping's counter (column or table), if one did: for
-/// `status` ("contract: done, run #N").
-pub async fn dropped_by(
-    conn: &mut AnyConnection,
-    mapping: &Mapping,
-    dialect: Dialect,
-) -> Result<Option<i64>> {
-    if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
-        return Ok(None);
-    }
-    let target = target_of(mapping, &ContractOptions::default());
-    last_contract(conn, dialect, &target).await
-}
-
-/// The newest finished contract run that dropped this counter, if any.
-///
-/// Errors when a finished contract run's summary cannot be read: whether the counter was
-/// dropped must not be guessed.
-async fn last_contract(
-    conn: &mut AnyConnection,
-    dialect: Dialect,
-    target: &Target,
-) -> Result<Option<i64>> {
-    for e in ledger::recent(conn, Stage::Contract, 100, dialect).await? {
-        if e.status != RunStatus::Done {
-            continue;
-        }
-        let summary: ContractSummaryRecord = e
-            .summary
-            .as_deref()
-            .context("no summary")
-            .and_then(|s| Ok(serde_json::from_str(s)?))
-            .with_context(|| format!("reading contract run #{} of the ledger", e.id))?;
-        if summary.target.table == target.table && summary.target.column == target.column {
-            return Ok(Some(e.id));
-        }
-    }
-    Ok(None)
 }
 
 #[cfg(test)]
