@@ -497,7 +497,7 @@ pub async fn run(
 }
 
 /// The runner lock's name: the mapping, and where named locks are server-wide (MySQL/MariaDB
-/// `GET_LOCK`, [`crate::dialect::SqlDialect::lock_namespace_query`]), the database too (two
+/// `GET_LOCK`, the dialect's `lock_namespace_query`), the database too (two
 /// databases of one server never block each other).
 async fn runner_lock_name(
     conn: &mut AnyConnection,

@@ -1,4 +1,4 @@
-//! SQLite ([`crate::dialect::SqlDialect::drop_column_by_rebuild`]): a table or column drop
+//! SQLite (the dialect's `drop_column_by_rebuild`): a table or column drop
 //! that no trigger or view elsewhere still uses, and a column dropped in place (3.35+) or by
 //! the table rebuild SQLite documents ("Making Other Kinds Of Table Schema Changes").
 
