@@ -5,6 +5,8 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+pub mod contract;
+
 use crate::db::Dsn;
 use crate::error::{EXIT_INCOMPLETE, EXIT_OK};
 use crate::mapping::Mapping;
@@ -43,7 +45,7 @@ pub enum Command {
     Status(Common),
     /// The gated drop of the counter: prints the gate's verdict and the exact DDL; changes
     /// nothing without --execute. Exit 1 when the gate is closed.
-    Contract(crate::stages::contract::ContractArgs),
+    Contract(contract::ContractArgs),
 }
 
 /// Options every database command takes.
@@ -153,15 +155,19 @@ pub struct AuditArgs {
     /// Rows per batch (counter rows, or messages for per_message).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
-    /// Tolerance: drifting rows allowed.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub max_drift_rows: u64,
+    /// Tolerance: drifting rows allowed. With no tolerance option any drifting row fails;
+    /// once any is given, only the limits given are checked.
+    #[arg(long, value_name = "N")]
+    pub max_drift_rows: Option<u64>,
     /// Tolerance: drifting rows / rows checked allowed (0 to 1).
-    #[arg(long, default_value_t = 0.0, value_name = "R", value_parser = parse_ratio)]
-    pub max_drift_ratio: f64,
+    #[arg(long, value_name = "R", value_parser = parse_ratio)]
+    pub max_drift_ratio: Option<f64>,
     /// Tolerance: largest |drift| allowed.
-    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
-    pub max_abs_drift: i64,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub max_abs_drift: Option<i64>,
+    /// Accept an audit whose scope checks no row (without it: exit 2).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// Write nothing to the database (runs with SELECT privileges only).
     #[arg(long)]
     pub no_ledger: bool,
@@ -288,9 +294,15 @@ pub async fn run(cli: Cli) -> Result<u8> {
                 report: args.report.clone(),
                 batch_size: args.batch_size,
                 ledger: !args.no_ledger,
-                max_drift_rows: args.max_drift_rows,
-                max_drift_ratio: args.max_drift_ratio,
-                max_abs_drift: args.max_abs_drift,
+                max_drift_rows: args.max_drift_rows.unwrap_or(0),
+                max_drift_ratio: args.max_drift_ratio.unwrap_or(0.0),
+                max_abs_drift: args.max_abs_drift.unwrap_or(0),
+                checked: crate::ledger::records::Checked::given(
+                    args.max_drift_rows.is_some(),
+                    args.max_drift_ratio.is_some(),
+                    args.max_abs_drift.is_some(),
+                ),
+                allow_empty: args.allow_empty,
                 quiet: args.quiet || args.format == Format::Json,
                 run_time: args.run_time.map(Into::into),
                 resume: args.resume,
@@ -315,7 +327,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             print_status(&s, &dsn, &mapping);
             Ok(EXIT_OK)
         }
-        Command::Contract(args) => crate::stages::contract::run_cli(args).await,
+        Command::Contract(args) => contract::run_cli(args).await,
         Command::Plan(common) => {
             let (dsn, mapping) = common.resolve()?;
             let mut conn = dsn.connect().await?;

@@ -195,7 +195,7 @@ pub async fn run(opts: &DemoOptions) -> Result<u8> {
         ..Default::default()
     };
     let o = contract::run(&mut conn, &mapping, dsn.dialect, &dry).await?;
-    contract::print(&o, &dsn, &dry);
+    crate::cli::contract::print(&o, &dsn, &dry);
 
     // The verdict on the demo itself, before anything else touches the database.
     let found: BTreeMap<String, u64> = outcome.summary.by_class.clone();
@@ -225,7 +225,7 @@ pub async fn run(opts: &DemoOptions) -> Result<u8> {
         ..Default::default()
     };
     let done = contract::run(&mut copy, &mapping, copy_dsn.dialect, &execute).await?;
-    contract::print(&done, &copy_dsn, &execute);
+    crate::cli::contract::print(&done, &copy_dsn, &execute);
 
     step("what the audit found, beside the injected truth");
     println!("  {:<22} {:>9} {:>9}", "class", "injected", "found");

@@ -1,13 +1,13 @@
 {#- contract: the checksum of the counter values: rows, non-NULL values, their sum and their
     sum of squares (exact decimals, as text). side "source": the counter column as it stands;
     side "archive": the rows one contract run archived (param: the contract run id). No table
-    aliases: under MySQL's LOCK TABLES a statement may use none. -#}
-{% macro exact(v, dialect) %}{% if dialect == "postgres" %}CAST({{ v }} AS NUMERIC){% elif dialect == "mysql" %}CAST({{ v }} AS DECIMAL(65,0)){% else %}{{ v }}{% endif %}{% endmacro %}
-{% set text = "CHAR" if dialect == "mysql" else "TEXT" %}
+    aliases: under MySQL's LOCK TABLES a statement may use none. The dialect supplies
+    exact_type (the exact decimal type of the sums; none: summed as they are) and text_type. -#}
+{% macro exact(v) %}{% if exact_type %}CAST({{ v }} AS {{ exact_type }}){% else %}{{ v }}{% endif %}{% endmacro %}
 {% set v = "counter_value" if side == "archive" else ctr.column %}
 SELECT COUNT(*) AS n, COUNT({{ v }}) AS non_null,
-       CAST(COALESCE(SUM({{ exact(v, dialect) }}), 0) AS {{ text }}) AS total,
-       CAST(COALESCE(SUM({{ exact(v, dialect) }} * {{ exact(v, dialect) }}), 0) AS {{ text }}) AS squares
+       CAST(COALESCE(SUM({{ exact(v) }}), 0) AS {{ text_type }}) AS total,
+       CAST(COALESCE(SUM({{ exact(v) }} * {{ exact(v) }}), 0) AS {{ text_type }}) AS squares
 {% if side == "archive" %}
 FROM tidemark_counter_archive WHERE contract_id = {{ param }}
 {% else %}

@@ -218,6 +218,90 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
 
     // ---- ledger, gate and contract ----
     // (RETURNING, DDL plans, statement statistics, the SQLite rebuild)
+
+    /// The clause appended to an `INSERT` to get the new row's `id` back (`RETURNING id`), or
+    /// None where the engine has none and [`SqlDialect::last_insert_id`] reads it afterwards.
+    fn returning_id(&self) -> Option<&'static str> {
+        Some("RETURNING id")
+    }
+
+    /// The query that reads the id of the row the connection inserted last (one BIGINT
+    /// column), where [`SqlDialect::returning_id`] is None.
+    fn last_insert_id(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The bind values of `contract_columns.sql` for `table` (as the mapping names it,
+    /// possibly `schema.table`), in order.
+    fn table_columns_binds(&self, table: &str) -> Vec<Option<String>>;
+
+    /// A query returning the current database's name (one text column) when the engine's
+    /// named locks are server-wide (MySQL/MariaDB `GET_LOCK`), so a runner lock's name must
+    /// hold the database; None where locks are per database.
+    fn lock_namespace_query(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The statements that open the contract's DDL transaction and take its table lock,
+    /// waiting at most `lock_timeout` (`table` is quoted). The archive table is readable
+    /// inside the lock.
+    fn ddl_lock(&self, table: &str, lock_timeout: std::time::Duration) -> Vec<String>;
+
+    /// The statement that ends the contract's DDL (COMMIT, UNLOCK TABLES).
+    fn ddl_commit(&self) -> &'static str {
+        "COMMIT"
+    }
+
+    /// What undoes a failed DDL attempt (ROLLBACK, UNLOCK TABLES).
+    fn ddl_on_failure(&self) -> &'static str {
+        "ROLLBACK"
+    }
+
+    /// A remark on what `DROP COLUMN` also removes on this engine, for the plan's notes.
+    fn drop_column_note(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// A query returning the server's version (one text column) where `DROP COLUMN` may run
+    /// with `ALGORITHM=INSTANT` depending on it (MySQL 8.0.29+, MariaDB 10.4+).
+    fn instant_drop_version_query(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether dropping a column needs the table's definition read first: SQLite, which
+    /// drops in place only without constraints on the column, else rebuilds the table.
+    fn drop_column_by_rebuild(&self) -> bool {
+        false
+    }
+
+    /// The SQL type of an exact decimal for sums of counters (None: the engine's integers
+    /// are summed exactly as they are, SQLite).
+    fn exact_decimal(&self) -> Option<&'static str>;
+
+    /// The SQL type of `CAST(x AS …)` to text.
+    fn text_type(&self) -> &'static str {
+        "TEXT"
+    }
+
+    /// Whether the server keeps statement statistics tidemark can read: `Ok(source)` (the
+    /// view `contract_statements.sql` reads), or `Err(reason)` in words. Never fails otherwise.
+    fn statement_statistics<'a>(
+        &'a self,
+        conn: &'a mut sqlx::AnyConnection,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<&'static str, String>> + Send + 'a>,
+    >;
+
+    /// The database's detail of an error, where the engine gives one besides its message
+    /// (PostgreSQL's DETAIL, e.g. the view that depends on a column); None elsewhere.
+    fn error_detail(&self, _error: &sqlx::Error) -> Option<String> {
+        None
+    }
+
+    /// Why reading the statement statistics from `source` failed with `message`, in words.
+    fn statement_statistics_error(&self, source: &str, message: &str) -> String {
+        format!("cannot read {source}: {message}")
+    }
     // ---- end ledger, gate and contract ----
 
     // ---- stage SQL spellings ----

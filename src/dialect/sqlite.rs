@@ -249,6 +249,37 @@ impl SqlDialect for Sqlite {
 
     // ---- ledger, gate and contract ----
     // (RETURNING, DDL plans, statement statistics, the SQLite rebuild)
+    fn table_columns_binds(&self, table: &str) -> Vec<Option<String>> {
+        match table.split_once('.') {
+            Some((schema, name)) => vec![Some(schema.to_string()), Some(name.to_string())],
+            None => vec![Some("main".to_string()), Some(table.to_string())],
+        }
+    }
+
+    fn ddl_lock(&self, _table: &str, lock_timeout: std::time::Duration) -> Vec<String> {
+        let ms = lock_timeout.as_millis().max(1);
+        vec![
+            format!("PRAGMA busy_timeout = {ms}"),
+            "BEGIN IMMEDIATE".into(),
+        ]
+    }
+
+    fn drop_column_by_rebuild(&self) -> bool {
+        true
+    }
+
+    fn exact_decimal(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn statement_statistics<'a>(
+        &'a self,
+        _conn: &'a mut sqlx::AnyConnection,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<&'static str, String>> + Send + 'a>,
+    > {
+        Box::pin(async { Err("SQLite keeps no statement statistics".to_string()) })
+    }
     // ---- end ledger, gate and contract ----
 
     // ---- stage SQL spellings ----

@@ -16,7 +16,11 @@ use super::{begin_snapshot, commit, next_batch, rollback, BatchUnit, Key, Scope}
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::drift::{classify, Facts, Membership};
 use crate::error::input_error;
-use crate::ledger;
+use crate::ledger::{
+    self,
+    records::{AuditOptionsRecord, Checked},
+    RunStatus, Stage,
+};
 use crate::mapping::{Mapping, Shape};
 use crate::progress::Progress;
 use crate::report::{cell, ReportWriter};
@@ -39,6 +43,12 @@ pub struct AuditOptions {
     pub max_drift_ratio: f64,
     /// Tolerance: largest |drift| allowed (default 0; NULL counters count as drifting rows).
     pub max_abs_drift: i64,
+    /// Which of the three limits above are checked (interface.md: all when no tolerance
+    /// option is given; once any is given, only those given).
+    pub checked: Checked,
+    /// Accept an audit whose scope checks no row (`--allow-empty`); without it such an audit
+    /// is an error (exit 2), so a mistyped range in a cron job does not stay green.
+    pub allow_empty: bool,
     /// No progress output.
     pub quiet: bool,
     /// Stop after the batch that crosses this much time; the run is recorded as incomplete
@@ -71,6 +81,8 @@ impl Default for AuditOptions {
             max_drift_rows: 0,
             max_drift_ratio: 0.0,
             max_abs_drift: 0,
+            checked: Checked::default(),
+            allow_empty: false,
             quiet: true,
             run_time: None,
             resume: false,
@@ -209,13 +221,17 @@ pub async fn run(
         (u.kind, c.kind)
     };
     let shape = mapping.counter.shape;
-    let options = serde_json::json!({
-        "cap": opts.cap, "report": opts.report.display().to_string(), "batch_size": opts.batch_size,
-        "max_drift_rows": opts.max_drift_rows, "max_drift_ratio": opts.max_drift_ratio,
-        "max_abs_drift": opts.max_abs_drift, "scope": opts.scope_description,
-        "min_age_s": opts.min_age.map(|a| a.as_secs()),
-        "store_rows": opts.store_rows,
-    });
+    let options = serde_json::to_value(AuditOptionsRecord {
+        cap: opts.cap,
+        report: opts.report.display().to_string(),
+        batch_size: opts.batch_size,
+        max_drift_rows: opts.checked.rows.then_some(opts.max_drift_rows),
+        max_drift_ratio: opts.checked.ratio.then_some(opts.max_drift_ratio),
+        max_abs_drift: opts.checked.abs.then_some(opts.max_abs_drift),
+        scope: opts.scope_description.clone(),
+        min_age_s: opts.min_age.map(|a| a.as_secs()),
+        store_rows: opts.store_rows,
+    })?;
     if opts.store_rows && !opts.ledger {
         return Err(input_error(
             "--store-rows writes into the ledger: it cannot go with --no-ledger",
@@ -254,10 +270,10 @@ pub async fn run(
             lo = previous.checkpoint.clone();
             summary = previous;
             summary.parts += 1;
-            ledger::set_status(conn, dialect, id, "running").await?;
+            ledger::set_status(conn, dialect, id, RunStatus::Running).await?;
             Some(id)
         } else {
-            Some(ledger::start(conn, dialect, "audit", &mapping.fingerprint, &options).await?)
+            Some(ledger::start(conn, dialect, Stage::Audit, &mapping.fingerprint, &options).await?)
         }
     } else {
         None
@@ -288,6 +304,14 @@ pub async fn run(
     )
     .await;
     summary.duration_ms = previous_ms + started.elapsed().as_millis() as u64;
+    // An audit that checked no row proves nothing (interface.md): exit 2 unless --allow-empty.
+    let result = result.and_then(|sha| {
+        if summary.complete && summary.rows_checked == 0 && !opts.allow_empty {
+            Err(empty_scope(mapping, &summary.scope))
+        } else {
+            Ok(sha)
+        }
+    });
     match result {
         Ok(sha) => {
             summary.report_sha256 = sha.unwrap_or_default();
@@ -297,9 +321,9 @@ pub async fn run(
                 // A scoped audit (--conversations, --sample, --min-age) checks part of the
                 // table: it is recorded as "scoped", which the contract gate never counts.
                 let status = match (summary.complete, summary.scope.is_empty()) {
-                    (false, _) => "incomplete",
-                    (true, true) => "done",
-                    (true, false) => "scoped",
+                    (false, _) => RunStatus::Incomplete,
+                    (true, true) => RunStatus::Done,
+                    (true, false) => RunStatus::Scoped,
                 };
                 let (path, sha) = if summary.complete {
                     (
@@ -334,7 +358,7 @@ pub async fn run(
                     conn,
                     dialect,
                     id,
-                    "failed",
+                    RunStatus::Failed,
                     &serde_json::json!({ "error": e.to_string() }),
                     None,
                     None,
@@ -436,11 +460,11 @@ async fn find_incomplete(
     fingerprint: &str,
     options: &serde_json::Value,
 ) -> Result<(i64, AuditSummary)> {
-    let last = ledger::recent(conn, "audit", 1, dialect)
+    let last = ledger::recent(conn, Stage::Audit, 1, dialect)
         .await?
         .into_iter()
         .next();
-    let Some(last) = last.filter(|l| l.status == "incomplete") else {
+    let Some(last) = last.filter(|l| l.status == RunStatus::Incomplete) else {
         return Err(input_error(
             "--resume: the newest audit is not an incomplete one: run the audit without --resume",
         ));
@@ -566,10 +590,22 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
     Ok(())
 }
 
-/// The tolerance limits the summary crosses, each as a sentence.
+/// The error of an audit whose scope checked no row: it names the scope.
+fn empty_scope(mapping: &Mapping, scope: &[String]) -> anyhow::Error {
+    let what = if scope.is_empty() {
+        format!("the whole table {}", mapping.counter_table())
+    } else {
+        scope.join(", ")
+    };
+    input_error(format!(
+        "the audit checked no row (scope: {what}): an empty scope proves nothing (a mistyped range?); --allow-empty accepts it"
+    ))
+}
+
+/// The tolerance limits the summary crosses, each as a sentence (only the limits checked).
 fn crossed(s: &AuditSummary, opts: &AuditOptions) -> Vec<String> {
     let mut out = Vec::new();
-    if s.drifting_rows > opts.max_drift_rows {
+    if opts.checked.rows && s.drifting_rows > opts.max_drift_rows {
         out.push(format!(
             "drifting rows {} > --max-drift-rows {}",
             s.drifting_rows, opts.max_drift_rows
@@ -580,13 +616,13 @@ fn crossed(s: &AuditSummary, opts: &AuditOptions) -> Vec<String> {
     } else {
         s.drifting_rows as f64 / s.rows_checked as f64
     };
-    if ratio > opts.max_drift_ratio {
+    if opts.checked.ratio && ratio > opts.max_drift_ratio {
         out.push(format!(
             "drift ratio {ratio:.6} > --max-drift-ratio {}",
             opts.max_drift_ratio
         ));
     }
-    if s.max_abs_drift > opts.max_abs_drift {
+    if opts.checked.abs && s.max_abs_drift > opts.max_abs_drift {
         out.push(format!(
             "largest |drift| {} > --max-abs-drift {}",
             s.max_abs_drift, opts.max_abs_drift

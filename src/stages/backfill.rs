@@ -18,7 +18,8 @@ use super::{
 };
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
-use crate::ledger;
+use crate::ledger::records::BackfillOptionsRecord;
+use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
 use crate::mapping::{EvidenceKind, Mapping};
 use crate::progress::Progress;
@@ -205,7 +206,11 @@ pub async fn run(
         .await;
         match &result {
             Ok(s) => {
-                let status = if s.interrupted { "interrupted" } else { "done" };
+                let status = if s.interrupted {
+                    RunStatus::Interrupted
+                } else {
+                    RunStatus::Done
+                };
                 ledger::finish(
                     conn,
                     dialect,
@@ -219,7 +224,7 @@ pub async fn run(
                 .await?;
             }
             Err(e) => {
-                let _ = ledger::set_status(conn, dialect, id, "failed").await;
+                let _ = ledger::set_status(conn, dialect, id, RunStatus::Failed).await;
                 let _ = e;
             }
         }
@@ -242,15 +247,18 @@ async fn resume_or_start(
     dialect: Dialect,
     opts: &BackfillOptions,
 ) -> Result<(i64, Option<Key>, BackfillSummary)> {
-    let last = ledger::recent(conn, "backfill", 1, dialect)
+    let last = ledger::recent(conn, Stage::Backfill, 1, dialect)
         .await?
         .into_iter()
         .next();
-    if let Some(last) =
-        last.filter(|l| matches!(l.status.as_str(), "running" | "failed" | "interrupted"))
-    {
+    if let Some(last) = last.filter(|l| {
+        matches!(
+            l.status,
+            RunStatus::Running | RunStatus::Failed | RunStatus::Interrupted
+        )
+    }) {
         if opts.restart {
-            ledger::set_status(conn, dialect, last.id, "abandoned").await?;
+            ledger::set_status(conn, dialect, last.id, RunStatus::Abandoned).await?;
         } else if let Some(cp) = &last.checkpoint {
             if last.fingerprint != mapping.fingerprint {
                 return Err(input_error(format!(
@@ -267,7 +275,7 @@ async fn resume_or_start(
             }
             let cp: Checkpoint =
                 serde_json::from_str(cp).context("reading the backfill checkpoint")?;
-            ledger::set_status(conn, dialect, last.id, "running").await?;
+            ledger::set_status(conn, dialect, last.id, RunStatus::Running).await?;
             let mut summary = cp.summary;
             summary.resumed_after_batches = Some(summary.batches);
             summary.interrupted = false;
@@ -275,13 +283,22 @@ async fn resume_or_start(
             return Ok((last.id, cp.lo, summary));
         }
     }
-    let options = serde_json::json!({
-        "batch_size": opts.batch_size, "chunk_time_ms": opts.chunk_time.as_millis() as u64,
-        "max_rows_per_second": opts.max_rows_per_second,
-        "pause_between_batches_ms": opts.pause_between_batches.as_millis() as u64,
-        "lock_timeout_ms": opts.lock_timeout.as_millis() as u64, "retries": opts.retries,
-    });
-    let id = ledger::start(conn, dialect, "backfill", &mapping.fingerprint, &options).await?;
+    let options = serde_json::to_value(BackfillOptionsRecord {
+        batch_size: opts.batch_size,
+        chunk_time_ms: opts.chunk_time.as_millis() as u64,
+        max_rows_per_second: opts.max_rows_per_second,
+        pause_between_batches_ms: opts.pause_between_batches.as_millis() as u64,
+        lock_timeout_ms: opts.lock_timeout.as_millis() as u64,
+        retries: opts.retries,
+    })?;
+    let id = ledger::start(
+        conn,
+        dialect,
+        Stage::Backfill,
+        &mapping.fingerprint,
+        &options,
+    )
+    .await?;
     let summary = BackfillSummary {
         ledger_id: Some(id),
         ..Default::default()

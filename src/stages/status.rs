@@ -1,11 +1,12 @@
 //! `status`: where each stage stands: applied migrations, watermarks, the last backfill and the
 //! last audits. Reads only.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use sqlx::AnyConnection;
 
 use crate::dialect::Dialect;
-use crate::ledger::{self, Entry};
+use crate::ledger::records::AuditOptionsRecord;
+use crate::ledger::{self, Entry, RunStatus, Stage};
 use crate::mapping::Mapping;
 use crate::schema;
 use crate::stages::{contract, expand};
@@ -60,27 +61,30 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
     let (last_backfill, audits) =
         if schema::table_exists(conn, dialect, ledger::LEDGER_TABLE).await? {
             (
-                ledger::recent(conn, "backfill", 1, dialect)
+                ledger::recent(conn, Stage::Backfill, 1, dialect)
                     .await?
                     .into_iter()
                     .next(),
-                ledger::recent(conn, "audit", 10, dialect).await?,
+                ledger::recent(conn, Stage::Audit, 10, dialect).await?,
             )
         } else {
             (None, Vec::new())
         };
-    let stored: Vec<i64> = audits
-        .iter()
-        .filter(|a| a.status == "done")
-        .filter(|a| {
-            a.options
-                .as_deref()
-                .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
-                .is_some_and(|o| o["store_rows"] == serde_json::Value::Bool(true))
-        })
-        .map(|a| a.id)
-        .take(2)
-        .collect();
+    let mut stored: Vec<i64> = Vec::new();
+    for a in audits.iter().filter(|a| a.status == RunStatus::Done) {
+        let options: AuditOptionsRecord = a
+            .options
+            .as_deref()
+            .context("no options recorded")
+            .and_then(|o| Ok(serde_json::from_str(o)?))
+            .with_context(|| format!("reading the options of audit run #{} in the ledger", a.id))?;
+        if options.store_rows {
+            stored.push(a.id);
+        }
+        if stored.len() == 2 {
+            break;
+        }
+    }
     let changes = match stored[..] {
         [newer, older] => {
             let (new, fixed) = ledger::drift_changes(conn, newer, older).await?;
@@ -100,7 +104,7 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         None
     };
     let backfill_alive = match &last_backfill {
-        Some(b) if b.status == "running" => {
+        Some(b) if b.status == RunStatus::Running => {
             crate::lock::is_held(conn, dialect, &super::backfill::lock_name(mapping))
                 .await
                 .unwrap_or(true)

@@ -3,10 +3,34 @@
 //! later gate can prove which audit it relied on (semantics.md, "The drift report").
 
 use anyhow::{Context, Result};
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::dialect::Dialect;
-use crate::stages::{now_ms, text};
+
+pub mod records;
+
+pub use records::{RunStatus, Stage, Tolerance};
+
+/// Milliseconds since the epoch, as the ledger stores times.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// A text column of a row by name (some drivers return text of catalog and JSON columns as
+/// bytes: those are read as UTF-8).
+pub fn text(row: &AnyRow, column: &str) -> Result<Option<String>> {
+    match row.try_get::<Option<String>, _>(column) {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(row
+            .try_get::<Option<Vec<u8>>, _>(column)
+            .with_context(|| format!("reading column {column}"))?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())),
+    }
+}
 
 /// The ledger table.
 pub const LEDGER_TABLE: &str = "tidemark_ledger";
@@ -16,10 +40,10 @@ pub const LEDGER_TABLE: &str = "tidemark_ledger";
 pub struct Entry {
     /// Run id.
     pub id: i64,
-    /// `backfill` or `audit`.
-    pub stage: String,
-    /// `running`, `done`, `failed`.
-    pub status: String,
+    /// The stage.
+    pub stage: Stage,
+    /// Where the run stands.
+    pub status: RunStatus,
     /// Start, milliseconds since the epoch.
     pub started_ms: i64,
     /// End, milliseconds since the epoch.
@@ -46,37 +70,35 @@ pub struct Entry {
 pub async fn start(
     conn: &mut AnyConnection,
     dialect: Dialect,
-    stage: &str,
+    stage: Stage,
     fingerprint: &str,
     options: &serde_json::Value,
 ) -> Result<i64> {
     let p = |n| dialect.placeholder(n);
     let insert = format!(
-        "INSERT INTO {LEDGER_TABLE} (stage, status, started_ms, mapping_fingerprint, tool_version, options) VALUES ({}, 'running', {}, {}, {}, {})",
-        p(1), p(2), p(3), p(4), p(5)
+        "INSERT INTO {LEDGER_TABLE} (stage, status, started_ms, mapping_fingerprint, tool_version, options) VALUES ({}, '{}', {}, {}, {}, {})",
+        p(1), RunStatus::Running, p(2), p(3), p(4), p(5)
     );
-    let returning = match dialect {
-        Dialect::Mysql => insert.clone(),
-        _ => format!("{insert} RETURNING id"),
+    let sql = match dialect.returning_id() {
+        Some(returning) => format!("{insert} {returning}"),
+        None => insert,
     };
-    let q = sqlx::query(&returning)
-        .bind(stage.to_string())
+    let q = sqlx::query(&sql)
+        .bind(stage.as_str().to_string())
         .bind(now_ms())
         .bind(fingerprint.to_string())
         .bind(env!("CARGO_PKG_VERSION").to_string())
         .bind(options.to_string());
-    let id: i64 = match dialect {
-        Dialect::Mysql => {
+    let id: i64 = match dialect.last_insert_id() {
+        Some(last) => {
             q.execute(&mut *conn).await.context("writing the ledger")?;
-            sqlx::query_scalar("SELECT CAST(LAST_INSERT_ID() AS SIGNED)")
-                .fetch_one(&mut *conn)
-                .await?
+            sqlx::query_scalar(last).fetch_one(&mut *conn).await?
         }
-        _ => q
+        None => q
             .fetch_one(&mut *conn)
             .await
             .context("writing the ledger")?
-            .try_get(0)?,
+            .try_get("id")?,
     };
     Ok(id)
 }
@@ -87,7 +109,7 @@ pub async fn finish(
     conn: &mut AnyConnection,
     dialect: Dialect,
     id: i64,
-    status: &str,
+    status: RunStatus,
     summary: &serde_json::Value,
     passed: Option<bool>,
     report_path: Option<&str>,
@@ -99,7 +121,7 @@ pub async fn finish(
         p(1), p(2), p(3), p(4), p(5), p(6), p(7)
     );
     sqlx::query(&sql)
-        .bind(status.to_string())
+        .bind(status.as_str().to_string())
         .bind(now_ms())
         .bind(summary.to_string())
         .bind(passed.map(i64::from))
@@ -112,42 +134,56 @@ pub async fn finish(
     Ok(())
 }
 
-/// The newest `limit` runs of `stage`, newest first.
+/// The columns of a ledger row, as [`Entry::read`] decodes them (by name).
+pub fn entry_columns(dialect: Dialect) -> String {
+    format!(
+        "id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}) AS passed, report_path, report_sha256, tool_version, checkpoint, options",
+        int = dialect.int_cast()
+    )
+}
+
+impl Entry {
+    /// Decodes a row selected with [`entry_columns`]. Errors on a stage or status this
+    /// tidemark does not know.
+    pub fn read(r: &AnyRow) -> Result<Entry> {
+        let required = |c: &str| -> Result<String> {
+            text(r, c)?.with_context(|| format!("the ledger row has no {c}"))
+        };
+        Ok(Entry {
+            id: r.try_get("id")?,
+            stage: Stage::parse(&required("stage")?)?,
+            status: RunStatus::parse(&required("status")?)?,
+            started_ms: r.try_get("started_ms")?,
+            finished_ms: r.try_get("finished_ms")?,
+            fingerprint: required("mapping_fingerprint")?,
+            summary: text(r, "summary")?,
+            passed: r.try_get("passed")?,
+            report_path: text(r, "report_path")?,
+            report_sha256: text(r, "report_sha256")?,
+            tool_version: required("tool_version")?,
+            checkpoint: text(r, "checkpoint")?,
+            options: text(r, "options")?,
+        })
+    }
+}
+
+/// The newest `limit` runs of `stage` ([`Stage`], or its stored text), newest first.
 pub async fn recent(
     conn: &mut AnyConnection,
-    stage: &str,
+    stage: impl AsRef<str>,
     limit: i64,
     dialect: Dialect,
 ) -> Result<Vec<Entry>> {
     let sql = format!(
-        "SELECT id, stage, status, started_ms, finished_ms, mapping_fingerprint, summary, CAST(passed AS {int}), report_path, report_sha256, tool_version, checkpoint, options \
-         FROM {LEDGER_TABLE} WHERE stage = {} ORDER BY id DESC LIMIT {limit}",
+        "SELECT {} FROM {LEDGER_TABLE} WHERE stage = {} ORDER BY id DESC LIMIT {limit}",
+        entry_columns(dialect),
         dialect.placeholder(1),
-        int = dialect.int_cast()
     );
     let rows = sqlx::query(&sql)
-        .bind(stage.to_string())
+        .bind(stage.as_ref().to_string())
         .fetch_all(&mut *conn)
         .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Entry {
-                id: r.try_get(0)?,
-                stage: text(r, 1)?.unwrap_or_default(),
-                status: text(r, 2)?.unwrap_or_default(),
-                started_ms: r.try_get(3)?,
-                finished_ms: r.try_get(4)?,
-                fingerprint: text(r, 5)?.unwrap_or_default(),
-                summary: text(r, 6)?,
-                passed: r.try_get(7)?,
-                report_path: text(r, 8)?,
-                report_sha256: text(r, 9)?,
-                tool_version: text(r, 10)?.unwrap_or_default(),
-                checkpoint: text(r, 11)?,
-                options: text(r, 12)?,
-            })
-        })
-        .collect()
+    rows.iter().map(Entry::read).collect()
 }
 
 /// Stores a run's checkpoint (call it inside the transaction that writes the batch, so the
@@ -177,7 +213,7 @@ pub async fn set_status(
     conn: &mut AnyConnection,
     dialect: Dialect,
     id: i64,
-    status: &str,
+    status: RunStatus,
 ) -> Result<()> {
     let sql = format!(
         "UPDATE {LEDGER_TABLE} SET status = {} WHERE id = {}",
@@ -185,7 +221,7 @@ pub async fn set_status(
         dialect.placeholder(2)
     );
     sqlx::query(&sql)
-        .bind(status.to_string())
+        .bind(status.as_str().to_string())
         .bind(id)
         .execute(&mut *conn)
         .await?;

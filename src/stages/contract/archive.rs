@@ -1,0 +1,240 @@
+//! The archive: counter values copied batch by batch into `tidemark_counter_archive`, their
+//! checksum (source and archive), and the CSV copy (`--archive FILE`).
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use sqlx::{AnyConnection, Column, Row};
+use std::path::Path;
+
+use super::{Keys, Target};
+use crate::dialect::{render, SqlContext};
+use crate::ledger::text;
+use crate::stages::{begin_write, commit, next_batch, now_ms, rollback, Key, Scope};
+
+/// A checksum of counter values: rows, non-NULL values, their sum and sum of squares (exact
+/// decimals as text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Checksum {
+    /// Rows.
+    pub rows: i64,
+    /// Non-NULL values.
+    pub non_null: i64,
+    /// Sum of the values.
+    pub sum: String,
+    /// Sum of their squares.
+    pub sum_squares: String,
+}
+
+/// The archive a run made.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveSummary {
+    /// The archive table.
+    pub table: String,
+    /// The contract run (ledger id) whose rows they are.
+    pub contract_id: i64,
+    /// The audit that covered the values (the final audit).
+    pub audit_id: Option<i64>,
+    /// The checksum of the archived values, equal to the source's.
+    pub checksum: Checksum,
+    /// The CSV copy, if any.
+    pub csv: Option<String>,
+    /// Its SHA-256.
+    pub csv_sha256: Option<String>,
+}
+
+/// Copies the counter values into the archive table as rows of contract run `contract_id`,
+/// one transaction per batch of whole conversations.
+pub(super) async fn archive_rows(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    target: &Target,
+    contract_id: i64,
+    audit_id: Option<i64>,
+    batch_size: u64,
+) -> Result<()> {
+    let d = ctx.dialect;
+    let mut lo: Option<Key> = None;
+    while let Some(batch) = next_batch(
+        conn,
+        ctx,
+        keys.unit,
+        keys.conv_kind,
+        lo.clone(),
+        batch_size,
+        &Scope::default(),
+    )
+    .await?
+    {
+        let sql = render(
+            "contract_archive.sql",
+            ctx,
+            minijinja::context! {
+                p => (1..=5).map(|n| d.placeholder(n)).collect::<Vec<_>>(),
+                range => batch.params(d, 6),
+                key_conv => keys.conv.clone(),
+                key_subject => keys.subject.clone(),
+                subject_col => keys.subject_col,
+            },
+        )?;
+        begin_write(conn, d).await?;
+        let q = sqlx::query(&sql)
+            .bind(contract_id)
+            .bind(audit_id)
+            .bind(target.table.clone())
+            .bind(target.column.clone())
+            .bind(now_ms());
+        match batch.bind(q).execute(&mut *conn).await {
+            Ok(_) => commit(conn).await?,
+            Err(e) => {
+                rollback(conn).await;
+                return Err(anyhow::Error::from(e).context("archiving the counter values"));
+            }
+        }
+        lo = Some(batch.hi);
+    }
+    Ok(())
+}
+
+/// The checksum of the counter column (`side` "source") or of one contract run's archive
+/// (`side` "archive", `contract_id` given).
+pub(super) async fn checksum(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    side: &str,
+    contract_id: Option<i64>,
+) -> Result<Checksum> {
+    let sql = render(
+        "contract_checksum.sql",
+        ctx,
+        minijinja::context! {
+            side => side,
+            param => ctx.dialect.placeholder(1),
+            exact_type => ctx.dialect.exact_decimal(),
+            text_type => ctx.dialect.text_type(),
+            key_conv => keys.conv.clone(),
+        },
+    )?;
+    let mut q = sqlx::query(&sql);
+    if let Some(id) = contract_id {
+        q = q.bind(id);
+    }
+    let row = q
+        .fetch_one(&mut *conn)
+        .await
+        .with_context(|| format!("computing the {side} checksum"))?;
+    Ok(Checksum {
+        rows: row.try_get("n")?,
+        non_null: row.try_get("non_null")?,
+        sum: normalise_decimal(&text(&row, "total")?.unwrap_or_default()),
+        sum_squares: normalise_decimal(&text(&row, "squares")?.unwrap_or_default()),
+    })
+}
+
+/// An exact decimal as text without a fractional part of zeros (`12.000` is `12`).
+pub(super) fn normalise_decimal(s: &str) -> String {
+    let s = s.trim();
+    match s.split_once('.') {
+        Some((int, frac)) if frac.chars().all(|c| c == '0') => int.to_string(),
+        _ => s.to_string(),
+    }
+}
+
+/// Writes a contract run's archive to a CSV (temporary file, fsync, rename) and returns the
+/// checksum of what was written and the file's SHA-256.
+pub(super) async fn write_csv(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    contract_id: i64,
+    path: &Path,
+) -> Result<(Checksum, String)> {
+    let mut csv = crate::report::ReportWriter::with_header(
+        path,
+        &[
+            "conversation_id",
+            keys.subject_col,
+            "stored_unread",
+            "audit_id",
+        ],
+    )?;
+    let result: Result<Checksum> = async {
+        let (mut rows, mut non_null, mut sum, mut squares) = (0i64, 0i64, 0i128, 0i128);
+        let d = ctx.dialect;
+        let sql = render(
+            "contract_archive_rows.sql",
+            ctx,
+            minijinja::context! {
+                p => [d.placeholder(1), d.placeholder(2)],
+                subject_col => keys.subject_col,
+                limit => 5000,
+            },
+        )?;
+        let mut last = 0i64;
+        loop {
+            let page = sqlx::query(&sql)
+                .bind(contract_id)
+                .bind(last)
+                .fetch_all(&mut *conn)
+                .await
+                .context("reading the archive")?;
+            if page.is_empty() {
+                break;
+            }
+            for r in &page {
+                last = r.try_get("id")?;
+                let conv = Key::read(
+                    r,
+                    r.try_column("conversation_id")?.ordinal(),
+                    keys.conv_kind,
+                )?;
+                let subject = Key::read(
+                    r,
+                    r.try_column(keys.subject_col)?.ordinal(),
+                    keys.subject_kind,
+                )?;
+                let value: Option<i64> = r.try_get("counter_value")?;
+                let audit: Option<i64> = r.try_get("audit_id")?;
+                rows += 1;
+                if let Some(v) = value {
+                    non_null += 1;
+                    sum += i128::from(v);
+                    squares += i128::from(v) * i128::from(v);
+                }
+                csv.row(&[
+                    conv.to_string(),
+                    subject.to_string(),
+                    crate::report::cell(value),
+                    crate::report::cell(audit),
+                ])?;
+            }
+        }
+        Ok(Checksum {
+            rows,
+            non_null,
+            sum: sum.to_string(),
+            sum_squares: squares.to_string(),
+        })
+    }
+    .await;
+    match result {
+        Ok(sum) => Ok((sum, csv.finish()?)),
+        Err(e) => {
+            csv.abandon();
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals() {
+        assert_eq!(normalise_decimal("12.000"), "12");
+        assert_eq!(normalise_decimal(" 7 "), "7");
+        assert_eq!(normalise_decimal("-3"), "-3");
+    }
+}

@@ -1,0 +1,92 @@
+//! What the database and the ledger say about the counter: its table's columns, the contract
+//! run that dropped it, and the gate's verdict alone (for `status`). Reads only.
+
+use anyhow::{Context, Result};
+use sqlx::AnyConnection;
+
+use super::{target_of, ContractOptions, Target};
+use crate::dialect::{render, Dialect, SqlContext};
+use crate::gate::{self, read_audits, statement_use, GateOptions};
+use crate::ledger::records::ContractSummaryRecord;
+use crate::ledger::{self, RunStatus, Stage, LEDGER_TABLE};
+use crate::mapping::Mapping;
+use crate::schema;
+use crate::stages::now_ms;
+
+/// The columns of `table`, in order (empty when it does not exist).
+pub(super) async fn table_columns(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    table: &str,
+) -> Result<Vec<String>> {
+    let sql = render("contract_columns.sql", ctx, minijinja::context! {})?;
+    let mut q = sqlx::query(&sql);
+    for bind in ctx.dialect.table_columns_binds(table) {
+        q = q.bind(bind);
+    }
+    let rows = q.fetch_all(&mut *conn).await?;
+    rows.iter()
+        .map(|r| Ok(ledger::text(r, "name")?.unwrap_or_default()))
+        .collect()
+}
+
+/// The gate's verdict alone, for `status`: reads the ledger and the statement statistics,
+/// plans nothing and writes nothing.
+pub async fn verdict(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    gate_options: &GateOptions,
+) -> Result<gate::Verdict> {
+    let ctx = SqlContext::new(mapping, dialect);
+    let target = target_of(mapping, &ContractOptions::default());
+    let statements = statement_use(conn, &ctx, &target.table, &target.column, mapping).await;
+    let audits = read_audits(conn, dialect, &mapping.fingerprint).await?;
+    Ok(gate::decide(
+        &audits,
+        &mapping.fingerprint,
+        now_ms(),
+        gate_options,
+        &statements,
+    ))
+}
+
+/// The contract run that dropped this mapping's counter (column or table), if one did: for
+/// `status` ("contract: done, run #N").
+pub async fn dropped_by(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Option<i64>> {
+    if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
+        return Ok(None);
+    }
+    let target = target_of(mapping, &ContractOptions::default());
+    last_contract(conn, dialect, &target).await
+}
+
+/// The newest finished contract run that dropped this counter, if any.
+///
+/// Errors when a finished contract run's summary cannot be read: whether the counter was
+/// dropped must not be guessed.
+pub(super) async fn last_contract(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    target: &Target,
+) -> Result<Option<i64>> {
+    for e in ledger::recent(conn, Stage::Contract, 100, dialect).await? {
+        if e.status != RunStatus::Done {
+            continue;
+        }
+        let summary: ContractSummaryRecord = e
+            .summary
+            .as_deref()
+            .context("no summary")
+            .and_then(|s| Ok(serde_json::from_str(s)?))
+            .with_context(|| format!("reading contract run #{} of the ledger", e.id))?;
+        if summary.target.table == target.table && summary.target.column == target.column {
+            return Ok(Some(e.id));
+        }
+    }
+    Ok(None)
+}
