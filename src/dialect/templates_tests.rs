@@ -164,6 +164,8 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
                         key_subject => dialect.quote("user_id"),
+                        exact_type => dialect.exact_decimal(),
+                        text_type => dialect.text_type(),
                     };
                     out.push((what, value));
                 }
