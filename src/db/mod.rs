@@ -11,6 +11,8 @@ use std::time::Duration;
 use crate::dialect::Dialect;
 use crate::error::input_error;
 
+pub mod testing;
+
 /// A database URL (DSN) with its dialect. `Display` shows it with the password replaced by
 /// `***`; the raw text is only handed to the driver.
 #[derive(Clone)]
