@@ -13,6 +13,13 @@
 //! `use crate::common::{...}` replaces `mod common; use common::{...}`, and
 //! `crate::scenario` holds the shared scenarios. Cargo.toml has `autotests = false`: a file
 //! left directly in `tests/` is not built at all.
+//!
+//! Snapshots (`snapshot` suite, insta; files in `tests/integration/snapshots/`): when what users
+//! see changes on purpose (a `--help` text, the SQL `tidemark plan` prints), review and accept
+//! the new snapshots with `cargo insta review` / `cargo insta accept` (cargo-insta), or without
+//! it `INSTA_UPDATE=always cargo test --test integration snapshot::` and check the `.snap` diff
+//! in git. With `CI` set insta writes nothing (`INSTA_UPDATE` defaults to `no` there) and a
+//! missing or different snapshot fails the test.
 
 mod common;
 mod scenario;
@@ -24,4 +31,5 @@ mod contract;
 mod demo;
 mod generate;
 mod scenarios;
+mod snapshot;
 mod synapse;
