@@ -29,10 +29,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use sqlx::Connection;
 
-use tidemark::db::Dsn;
+use tidemark::db::{testing, Dsn};
 use tidemark::generate::{generate, GenerateOptions};
+use tidemark::legacy_schema as scenario;
 use tidemark::mapping::Mapping;
-use tidemark::scenario;
 use tidemark::stages::{audit, backfill, expand};
 
 /// The prefix of the one result line a phase child prints on stdout.
@@ -277,30 +277,9 @@ fn spawn_phase(phase: &str, label: &str, url: &str, extra: &[String]) -> Result<
 /// A fresh database for one backend: the URL, and what dropping it needs.
 struct BenchDb {
     url: String,
-    backend: Backend,
     name: String,
     admin_url: Option<String>,
     _dir: Option<tempfile::TempDir>,
-}
-
-fn drop_sql(backend: Backend, name: &str) -> String {
-    match backend {
-        Backend::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
-        _ => format!("DROP DATABASE IF EXISTS `{name}`"),
-    }
-}
-
-async fn admin_exec(admin_url: &str, statements: &[String]) -> Result<()> {
-    let dsn = Dsn::parse(admin_url)?;
-    let mut admin = dsn.connect().await?;
-    for sql in statements {
-        sqlx::raw_sql(sql)
-            .execute(&mut admin)
-            .await
-            .with_context(|| format!("{dsn}: {sql}"))?;
-    }
-    let _ = admin.close().await;
-    Ok(())
 }
 
 impl BenchDb {
@@ -311,24 +290,20 @@ impl BenchDb {
             let path = dir.path().join(format!("{name}.db"));
             return Ok(BenchDb {
                 url: format!("sqlite:{}?mode=rwc", path.display()),
-                backend,
                 name,
                 admin_url: None,
                 _dir: Some(dir),
             });
         };
-        let create = match backend {
-            Backend::Postgres => format!("CREATE DATABASE \"{name}\""),
-            _ => format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"),
-        };
-        admin_exec(&admin_url, &[drop_sql(backend, &name), create]).await?;
-        let url = Dsn::parse(&admin_url)?
-            .with_database(&name)?
+        let admin = Dsn::parse(&admin_url)?;
+        let mut conn = admin.connect().await?;
+        let url = testing::recreate_database(&mut conn, &admin, &name)
+            .await?
             .expose()
             .to_string();
+        let _ = conn.close().await;
         Ok(BenchDb {
             url,
-            backend,
             name,
             admin_url: Some(admin_url),
             _dir: None,
@@ -337,7 +312,10 @@ impl BenchDb {
 
     async fn drop_db(self) -> Result<()> {
         if let Some(admin_url) = &self.admin_url {
-            admin_exec(admin_url, &[drop_sql(self.backend, &self.name)]).await?;
+            let admin = Dsn::parse(admin_url)?;
+            let mut conn = admin.connect().await?;
+            testing::drop_database(&mut conn, &admin, &self.name).await?;
+            let _ = conn.close().await;
         }
         Ok(())
     }

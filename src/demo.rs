@@ -20,8 +20,8 @@ use crate::db::Dsn;
 use crate::dialect::Dialect;
 use crate::error::{input_error, EXIT_OK};
 use crate::generate::{generate, GenerateOptions};
+use crate::legacy_schema as scenario;
 use crate::mapping::Mapping;
-use crate::scenario;
 use crate::stages::{audit, backfill, contract, expand, status};
 
 /// Options of the demo.

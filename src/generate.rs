@@ -1,7 +1,7 @@
 //! A deterministic generator of a realistic legacy chat database with injected drift and its
 //! ground truth, for benchmarks and end-to-end tests at scale.
 //!
-//! The data goes into the legacy schema of [`crate::scenario::schema_sql`] (tables `messages`,
+//! The data goes into the legacy schema of [`crate::legacy_schema::schema_sql`] (tables `messages`,
 //! `members`, `unread_counters`, `read_receipts`) so that the scenario mapping
 //! (`scenario::mapping_toml("per_member", false)`) applies unchanged: countable messages are
 //! `is_deleted = 0 AND is_system = 0`, members are active when `active = 1`, late joiners have a
@@ -39,7 +39,7 @@ use std::fmt::Write as _;
 
 use crate::dialect::Dialect;
 use crate::drift::DriftClass;
-use crate::scenario::schema_sql;
+use crate::legacy_schema::schema_sql;
 use crate::schema;
 
 /// What to generate.
@@ -707,7 +707,7 @@ impl Gen {
 /// Generates a legacy chat database of `opts.members` member rows into `conn` and returns its
 /// ground truth.
 ///
-/// Creates the tables of [`crate::scenario::schema_sql`] first when `messages` does not exist;
+/// Creates the tables of [`crate::legacy_schema::schema_sql`] first when `messages` does not exist;
 /// otherwise they must exist and be empty (conversation ids start at 1). Rows are loaded with
 /// multi-row `INSERT`s of at most 1000 rows (inline literals, no bind parameters) in
 /// transactions of about 50 000 rows; memory holds one conversation at a time.

@@ -8,19 +8,19 @@
 //! of its own (as `demo` loads them), so that batches of 1 cross many conversations. Failures
 //! are collected and reported together at the end, one line per mismatch.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use sqlx::{AnyConnection, Connection, Row};
 
-use common::{exec_all, Backend, TestDb};
+use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
+use crate::scenario::{self, Scenario};
 use tidemark::db::Dsn;
 use tidemark::mapping::Mapping;
-use tidemark::scenario::{self, Scenario};
 use tidemark::stages::{audit, backfill, expand};
+
+on_every_backend!(all_scenarios);
 
 /// The batch sizes every scenario runs with.
 const BATCH_SIZES: [u64; 2] = [1000, 1];
@@ -66,26 +66,11 @@ fn scenarios_file_matches_shared_spec() {
     );
 }
 
-#[tokio::test]
-async fn all_scenarios_sqlite() {
-    run_all(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn all_scenarios_postgres() {
-    run_all(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn all_scenarios_mysql() {
-    run_all(Backend::Mysql).await;
-}
-
 /// Runs every scenario with every batch size on `backend` and asserts that none failed: each
 /// scenario alone in a fresh database, then the scenarios of each (shape, options) group
 /// together in one database, shifted by [`GROUP_OFFSET`] each (as `demo` loads them), so that
 /// batches of 1 cross many conversations.
-async fn run_all(backend: Backend) {
+async fn all_scenarios(backend: Backend) {
     let scenarios = scenario::load_all().expect("loading the scenarios");
     let mut failures = Vec::new();
     let mut failed_runs = 0;
@@ -385,17 +370,13 @@ async fn watermarks(
 /// `last_read_id`/`watermark_source` are the member's watermark (an empty cell: no watermark
 /// row, or 0). Returns the rows as [`AuditKey`]s.
 fn read_report(
-    path: &PathBuf,
+    path: &Path,
     per_message: bool,
     wms: &BTreeMap<(i64, String), (i64, Option<String>)>,
     problems: &mut Vec<String>,
 ) -> Result<Vec<AuditKey>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the report {}", path.display()))?;
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(text.as_bytes());
-    let header = reader.headers()?.iter().collect::<Vec<_>>().join(",");
+    let file = csv::try_read(path).context("reading the report")?;
+    let header = file.columns.join(",");
     let want_header = if per_message {
         PER_MESSAGE_HEADER
     } else {
@@ -414,8 +395,7 @@ fn read_report(
         }
     };
     let mut rows = Vec::new();
-    for record in reader.records() {
-        let record = record?;
+    for record in &file.rows {
         let conv = int(&record[0], "conversation_id")?.context("report: empty conversation_id")?;
         let subject = record[1].to_string();
         let stored = int(&record[2], "stored_unread")?;

@@ -10,47 +10,13 @@
 //!   renamed key), instead of reading it as a zero tolerance.
 
 use std::path::Path;
-use std::process::Command;
 
 use sqlx::{AnyConnection, Connection, Row};
 
+use crate::common::bin::{run as tidemark, Run};
+
 const DEMO_DB: &str = "tidemark-demo.db";
 const DEMO_TOML: &str = "tidemark-demo.toml";
-
-/// Exit code, stdout and stderr of one run of the binary.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn expect_code(&self, want: i32) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(want),
-            "exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-}
-
-fn tidemark(dir: &Path, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_tidemark"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("DATABASE_URL")
-        .output()
-        .expect("running tidemark");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// `tidemark audit` on the demo database with `extra` options.
 fn audit(dir: &Path, extra: &[&str]) -> Run {

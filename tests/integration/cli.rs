@@ -6,16 +6,14 @@
 //! PostgreSQL and MySQL/MariaDB servers of `tests/common` (skipped when they do not answer,
 //! unless `CI` is set).
 
-mod common;
-
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use sqlx::{AnyConnection, Connection, Row};
 use tempfile::TempDir;
 
-use common::{exec_all, Backend, TestDb};
-use tidemark::scenario;
+use crate::common::bin::{run as tidemark, run_env as tidemark_env, Run};
+use crate::common::{bin, csv, exec_all, on_every_backend, Backend, TestDb};
+use crate::scenario;
 
 /// The per_member CSV header (a contract).
 const PER_MEMBER_HEADER: &str =
@@ -29,74 +27,14 @@ const DEMO_DB: &str = "tidemark-demo.db";
 const DEMO_TOML: &str = "tidemark-demo.toml";
 const DEMO_CSV: &str = "tidemark-demo-report.csv";
 
-/// What one run of the binary left behind.
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Panics (showing both streams) unless the exit code is `want`.
-    #[track_caller]
-    fn expect_code(&self, want: i32) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(want),
-            "exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-}
-
-/// Runs `tidemark args…` in `dir`, without `DATABASE_URL` unless `env` sets it.
-fn tidemark_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidemark"));
-    cmd.args(args)
-        .current_dir(dir)
-        .env_remove("DATABASE_URL")
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("running the tidemark binary");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Runs `tidemark args…` in `dir` without `DATABASE_URL`.
-fn tidemark(dir: &Path, args: &[&str]) -> Run {
-    tidemark_env(dir, args, &[])
-}
-
 fn tempdir() -> TempDir {
     tempfile::tempdir().expect("creating a temporary directory")
 }
 
-/// The header and data rows of a CSV file (data rows as their raw fields).
+/// The header line and data rows of a CSV file (data rows as their raw fields).
 fn read_csv(path: &Path) -> (String, Vec<Vec<String>>) {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let header = text.lines().next().unwrap_or_default().to_string();
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(text.as_bytes());
-    let rows = reader
-        .records()
-        .map(|r| {
-            r.expect("a CSV record")
-                .iter()
-                .map(str::to_string)
-                .collect()
-        })
-        .collect();
-    (header, rows)
+    let file = csv::read(path);
+    (file.header, file.rows)
 }
 
 /// Runs `tidemark demo` in `dir` and checks it exits 0.
@@ -353,16 +291,15 @@ async fn clean_audit_exits_0_with_header_only_report_sqlite() {
     assert_eq!(summary["passed"], serde_json::Value::Bool(true));
 }
 
-#[tokio::test]
-async fn clean_audit_exits_0_all_backends() {
-    for backend in Backend::ALL {
-        let Some(db) = TestDb::create(backend, "cli_clean").await else {
-            continue;
-        };
-        let dir = tempdir();
-        clean_pipeline(&db, dir.path()).await;
-        db.cleanup().await;
-    }
+on_every_backend!(clean_audit_exits_0_all_backends);
+
+async fn clean_audit_exits_0_all_backends(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "cli_clean").await else {
+        return;
+    };
+    let dir = tempdir();
+    clean_pipeline(&db, dir.path()).await;
+    db.cleanup().await;
 }
 
 #[test]
@@ -619,25 +556,24 @@ async fn mapping_column_missing_in_database_exits_2_sqlite() {
     missing_column_exits_2(dir.path(), &url, "sqlite").await;
 }
 
-#[tokio::test]
-async fn mapping_column_missing_in_database_exits_2_servers() {
-    // SQLite has a test of its own above.
-    for backend in [Backend::Postgres, Backend::Mysql] {
-        let Some(db) = TestDb::create(backend, "cli_nocol").await else {
-            continue;
-        };
-        let mut conn = db.connect().await;
-        exec_all(&mut conn, &scenario::schema_sql()).await;
-        exec_all(
-            &mut conn,
-            &scenario::data_sql(&find_scenario(CLEAN_SCENARIO), 0),
-        )
-        .await;
-        conn.close().await.expect("closing");
-        let dir = tempdir();
-        missing_column_exits_2(dir.path(), &db.url, backend.name()).await;
-        db.cleanup().await;
-    }
+// SQLite has a test of its own above.
+on_every_backend!(servers: mapping_column_missing_in_database_exits_2_servers);
+
+async fn mapping_column_missing_in_database_exits_2_servers(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "cli_nocol").await else {
+        return;
+    };
+    let mut conn = db.connect().await;
+    exec_all(&mut conn, &scenario::schema_sql()).await;
+    exec_all(
+        &mut conn,
+        &scenario::data_sql(&find_scenario(CLEAN_SCENARIO), 0),
+    )
+    .await;
+    conn.close().await.expect("closing");
+    let dir = tempdir();
+    missing_column_exits_2(dir.path(), &db.url, backend.name()).await;
+    db.cleanup().await;
 }
 
 #[test]
@@ -979,8 +915,7 @@ async fn backfill_before_expand_exits_nonzero_and_creates_nothing() {
 #[tokio::test]
 async fn plan_prints_every_stage_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = env!("CARGO_BIN_EXE_tidemark");
-    let demo = std::process::Command::new(bin)
+    let demo = bin::command()
         .current_dir(dir.path())
         .env_remove("DATABASE_URL")
         .args(["demo", "--quiet", "--scale", "500"])
@@ -1000,7 +935,7 @@ async fn plan_prints_every_stage_and_writes_nothing() {
     };
     sqlx::any::install_default_drivers();
     let before = count().await;
-    let out = std::process::Command::new(bin)
+    let out = bin::command()
         .current_dir(dir.path())
         .env_remove("DATABASE_URL")
         .args([

@@ -1,30 +1,26 @@
-//! The shared scenarios (`shared/spec/scenarios.json`): tiny legacy chat databases with known,
-//! injected drift and the watermarks and drift report that tidemark must produce for each.
+//! The shared scenarios (`tests/data/scenarios.json`, a byte copy of
+//! `shared/spec/scenarios.json`): tiny legacy chat databases with known, injected drift and the
+//! watermarks and drift report that tidemark must produce for each.
 //!
-//! The integration tests load every scenario into a fresh database on every backend and check
-//! the backfill and the audit against `expected`; the `demo` command loads several of them into
-//! one database (each shifted by a conversation offset) and runs the whole pipeline on it.
+//! The `scenarios` suite loads every scenario into a fresh database on every backend and checks
+//! the backfill and the audit against `expected`; other suites load one scenario as a fixture.
 //!
-//! Every scenario uses the same legacy schema ([`schema_sql`]), which is written so that one
-//! text works on PostgreSQL, MySQL/MariaDB and SQLite, and the same mapping ([`mapping_toml`]).
+//! Every scenario uses the legacy schema and mapping of `tidemark::legacy_schema` (re-exported
+//! here, so `scenario::schema_sql()` and `scenario::mapping_toml(..)` read as before).
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-/// The scenarios file, embedded: an exact byte copy of `shared/spec/scenarios.json` (a test
-/// checks the copy whenever the shared spec is present).
-pub const SCENARIOS_JSON: &str = include_str!("../tests/data/scenarios.json");
+pub use tidemark::legacy_schema::{
+    mapping_toml, quote_literal, schema_sql, SHAPE_PER_MEMBER, SHAPE_PER_MESSAGE, WATERMARK_TABLE,
+};
+
+/// The scenarios file, embedded: an exact byte copy of `shared/spec/scenarios.json` (the
+/// `scenarios` suite checks the copy whenever the shared spec is present).
+pub const SCENARIOS_JSON: &str = include_str!("../data/scenarios.json");
 
 /// The most rows one generated `INSERT` statement carries.
 pub const ROWS_PER_INSERT: usize = 500;
-
-/// The legacy counter shape `per_member` (shape A).
-pub const SHAPE_PER_MEMBER: &str = "per_member";
-/// The legacy counter shape `per_message` (shape B).
-pub const SHAPE_PER_MESSAGE: &str = "per_message";
-
-/// The watermark table named by [`mapping_toml`].
-pub const WATERMARK_TABLE: &str = "read_watermarks";
 
 /// The whole scenarios file.
 #[derive(Debug, Clone, Deserialize)]
@@ -32,6 +28,7 @@ pub const WATERMARK_TABLE: &str = "read_watermarks";
 pub struct ScenarioFile {
     /// Prose describing the format.
     #[serde(default)]
+    #[allow(dead_code, reason = "part of the file's format; no test reads it")]
     pub format: String,
     /// Every scenario, in file order.
     pub scenarios: Vec<Scenario>,
@@ -45,6 +42,7 @@ pub struct Scenario {
     pub id: String,
     /// The seed article section the scenario comes from.
     #[serde(default)]
+    #[allow(dead_code, reason = "part of the file's format; no test reads it")]
     pub seed: String,
     /// The legacy counter shape: `per_member` or `per_message`.
     pub shape: String,
@@ -349,48 +347,6 @@ pub fn load_all() -> Result<Vec<Scenario>> {
     Ok(file.scenarios)
 }
 
-/// The legacy schema every scenario is loaded into: `messages`, `members`, `unread_counters`,
-/// `read_receipts` and their indexes. The same statements work on PostgreSQL, MySQL/MariaDB
-/// and SQLite; run them one by one on an empty database.
-pub fn schema_sql() -> Vec<String> {
-    [
-        "CREATE TABLE messages (\
-         conv_id BIGINT NOT NULL, \
-         id BIGINT NOT NULL, \
-         sender_id VARCHAR(64) NULL, \
-         is_deleted INT NOT NULL DEFAULT 0, \
-         is_system INT NOT NULL DEFAULT 0, \
-         created_at BIGINT NULL, \
-         unread_count INT NULL, \
-         PRIMARY KEY (conv_id, id))",
-        "CREATE INDEX messages_by_sender ON messages (conv_id, sender_id, id)",
-        "CREATE TABLE members (\
-         conv_id BIGINT NOT NULL, \
-         user_id VARCHAR(64) NOT NULL, \
-         active INT NOT NULL DEFAULT 1, \
-         join_position BIGINT NULL, \
-         PRIMARY KEY (conv_id, user_id))",
-        "CREATE TABLE unread_counters (\
-         conv_id BIGINT NOT NULL, \
-         user_id VARCHAR(64) NOT NULL, \
-         unread_count INT NULL, \
-         PRIMARY KEY (conv_id, user_id))",
-        "CREATE TABLE read_receipts (\
-         conv_id BIGINT NOT NULL, \
-         user_id VARCHAR(64) NOT NULL, \
-         message_id BIGINT NOT NULL)",
-        "CREATE INDEX read_receipts_by_member ON read_receipts (conv_id, user_id)",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-/// A string as an SQL literal: single quotes, any `'` doubled.
-pub fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
-}
-
 fn opt(value: Option<i64>) -> String {
     value.map_or_else(|| "NULL".to_string(), |v| v.to_string())
 }
@@ -524,71 +480,6 @@ pub fn existing_watermarks_sql(
     )
 }
 
-/// The mapping file (TOML) for the schema of [`schema_sql`].
-///
-/// `shape` is `per_member` (counters in `unread_counters`; evidence: read receipts, then the
-/// counter) or `per_message` (counter `messages.unread_count`; evidence: read receipts only).
-/// `own_message_lower_bound` adds the `own_message` evidence last.
-///
-/// # Panics
-///
-/// On any other `shape` (the scenarios are validated by [`load_all`], so this is a bug in the
-/// caller).
-pub fn mapping_toml(shape: &str, own_message_lower_bound: bool) -> String {
-    let counter = match shape {
-        SHAPE_PER_MEMBER => {
-            "[counter]\n\
-             shape = \"per_member\"\n\
-             table = \"unread_counters\"\n\
-             user = \"user_id\"\n\
-             conversation = \"conv_id\"\n\
-             column = \"unread_count\"\n"
-        }
-        SHAPE_PER_MESSAGE => {
-            "[counter]\n\
-             shape = \"per_message\"\n\
-             column = \"unread_count\"\n"
-        }
-        other => {
-            panic!("mapping_toml: unknown shape {other:?} (expected per_member or per_message)")
-        }
-    };
-    let mut text = String::from(
-        "[messages]\n\
-         table = \"messages\"\n\
-         id = \"id\"\n\
-         conversation = \"conv_id\"\n\
-         sender = \"sender_id\"\n\
-         countable = \"is_deleted = 0 AND is_system = 0\"\n\
-         \n\
-         [members]\n\
-         table = \"members\"\n\
-         user = \"user_id\"\n\
-         conversation = \"conv_id\"\n\
-         active = \"active = 1\"\n\
-         join_position = \"join_position\"\n\
-         \n",
-    );
-    text.push_str(counter);
-    text.push_str(
-        "\n\
-         [[evidence]]\n\
-         kind = \"position\"\n\
-         table = \"read_receipts\"\n\
-         user = \"user_id\"\n\
-         conversation = \"conv_id\"\n\
-         column = \"message_id\"\n",
-    );
-    if shape == SHAPE_PER_MEMBER {
-        text.push_str("\n[[evidence]]\nkind = \"counter\"\n");
-    }
-    if own_message_lower_bound {
-        text.push_str("\n[[evidence]]\nkind = \"own_message\"\n");
-    }
-    text.push_str(&format!("\n[watermarks]\ntable = \"{WATERMARK_TABLE}\"\n"));
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -697,25 +588,9 @@ mod tests {
     }
 
     #[test]
-    fn mapping_has_shape_specific_counter_and_evidence() {
-        let a = mapping_toml("per_member", false);
-        assert!(a.contains("shape = \"per_member\"\ntable = \"unread_counters\""));
-        assert!(a.contains("kind = \"counter\""));
-        assert!(!a.contains("own_message"));
-        let b = mapping_toml("per_message", true);
-        assert!(b.contains("[counter]\nshape = \"per_message\"\ncolumn = \"unread_count\"\n\n"));
-        assert!(!b.contains("kind = \"counter\""));
-        assert!(b.contains("kind = \"own_message\""));
-        for text in [a, b] {
-            let value: toml::Table = toml::from_str(&text).unwrap();
-            assert_eq!(value["watermarks"]["table"].as_str(), Some(WATERMARK_TABLE));
-        }
-    }
-
-    #[test]
     fn mapping_parses_for_every_scenario() {
         for s in load_all().unwrap() {
-            crate::mapping::Mapping::parse(&s.mapping_toml(), &s.id)
+            tidemark::mapping::Mapping::parse(&s.mapping_toml(), &s.id)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", s.id));
         }
     }

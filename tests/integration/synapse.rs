@@ -9,17 +9,17 @@
 //!
 //! A last test checks the project's fixture against `../shared/fixtures/` when it is present.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sqlx::{AnyConnection, Connection, Row};
 
-use common::{exec_all, Backend, TestDb};
+use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use tidemark::db::Dsn;
 use tidemark::mapping::Mapping;
 use tidemark::stages::{audit, backfill, expand, text};
+
+on_every_backend!(synapse);
 
 const R1: &str = "!3-LbdJdeCqn2_dTWHe:example.org"; // general
 const R2: &str = "!NMb87KdeRW8l5-mVMe:example.org"; // dev
@@ -220,21 +220,6 @@ fn readme_shows_the_fixture() {
     );
 }
 
-#[tokio::test]
-async fn synapse_sqlite() {
-    run(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn synapse_postgres() {
-    run(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn synapse_mysql() {
-    run(Backend::Mysql).await;
-}
-
 /// (room, user) -> (last_read_id, source).
 type Watermarks = BTreeMap<(String, String), (i64, Option<String>)>;
 
@@ -262,20 +247,14 @@ async fn watermarks(conn: &mut AnyConnection) -> Watermarks {
 type ReportRow = (String, String, String, String, String, String);
 
 fn read_report(path: &Path) -> BTreeMap<(String, String), ReportRow> {
-    let mut reader = csv::Reader::from_path(path).expect("opening the report");
-    let header = reader
-        .headers()
-        .unwrap()
-        .iter()
-        .collect::<Vec<_>>()
-        .join(",");
+    let file = csv::read(path);
+    let header = file.header;
     assert_eq!(
         header,
         "conversation_id,user_id,stored_unread,recomputed_unread,drift,class,last_read_id,watermark_source"
     );
     let mut out = BTreeMap::new();
-    for record in reader.records() {
-        let r = record.expect("a report row");
+    for r in &file.rows {
         let key = (r[0].to_string(), r[1].to_string());
         let value = (
             r[2].to_string(),
@@ -293,7 +272,7 @@ fn read_report(path: &Path) -> BTreeMap<(String, String), ReportRow> {
     out
 }
 
-async fn run(backend: Backend) {
+async fn synapse(backend: Backend) {
     let Some(db) = TestDb::create(backend, "synapse").await else {
         return; // skipped: the note is on stderr
     };
@@ -592,12 +571,12 @@ async fn fixture_matches_shared() {
     // The rows: load both files into SQLite and compare the columns the project keeps.
     let tmp = tempfile::tempdir().unwrap();
     let open = |file: &str| format!("sqlite:{}?mode=rwc", tmp.path().join(file).display());
-    let mut shared = common::connect(&open("shared.db")).await;
+    let mut shared = crate::common::connect(&open("shared.db")).await;
     sqlx::raw_sql(&shared_sql)
         .execute(&mut shared)
         .await
         .expect("loading the shared fixture");
-    let mut ours = common::connect(&open("ours.db")).await;
+    let mut ours = crate::common::connect(&open("ours.db")).await;
     exec_all(&mut ours, &statements(&dir.join("synapse.sqlite.sql"))).await;
     let tables = [
         ("events", "stream_ordering, event_id, type, room_id, sender, state_key, outlier, rejection_reason", "stream_ordering"),

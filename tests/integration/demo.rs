@@ -1,13 +1,12 @@
 //! The demo as the front door: at a small scale on every backend it exits 0, which it does only
 //! when the audit's classes equal the injected ground truth; a second run starts over.
 
-mod common;
+use crate::common::{bin, on_every_backend, Backend, TestDb};
 
-use common::{Backend, TestDb};
-use std::process::Command;
+on_every_backend!(servers: demo_on);
 
 fn demo(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+    let out = bin::command()
         .current_dir(dir)
         .env_remove("DATABASE_URL")
         .args(["demo", "--quiet", "--scale", "2000", "--seed", "9"])
@@ -73,7 +72,7 @@ fn demo_on_sqlite_finds_exactly_the_injected_drift_twice() {
     assert!(report.starts_with("conversation_id,user_id,stored_unread,recomputed_unread,drift,class,last_read_id,watermark_source"));
 }
 
-async fn on_server(backend: Backend) {
+async fn demo_on(backend: Backend) {
     let Some(db) = TestDb::create(backend, "demo").await else {
         return;
     };
@@ -84,16 +83,6 @@ async fn on_server(backend: Backend) {
     let (code, text) = demo(dir.path(), &["--database", &db.url]);
     check(code, &text);
     db.cleanup().await;
-}
-
-#[tokio::test]
-async fn demo_on_postgres() {
-    on_server(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn demo_on_mysql() {
-    on_server(Backend::Mysql).await;
 }
 
 #[tokio::test]

@@ -6,19 +6,17 @@
 //! leaves the column and the archive intact. SQLite also: the rebuild where a column cannot be
 //! dropped in place.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{exec_all, Backend, TestDb};
+use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
+use crate::scenario;
 use sqlx::{AnyConnection, Row};
 use tidemark::dialect::Dialect;
 use tidemark::gate::{Reason, StatementUse};
 use tidemark::mapping::Mapping;
-use tidemark::scenario;
 use tidemark::stages::contract::{self, ContractArgs, ContractOptions, ContractOutcome};
 use tidemark::stages::{audit, backfill, expand, text};
 
@@ -299,29 +297,8 @@ fn assert_closed(o: &ContractOutcome, what: &str, pred: impl Fn(&Reason) -> bool
     }
 }
 
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                use super::*;
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn sqlite() {
-                    super::$name(Backend::Sqlite).await
-                }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn postgres() {
-                    super::$name(Backend::Postgres).await
-                }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn mysql() {
-                    super::$name(Backend::Mysql).await
-                }
-            }
-        )*
-    };
-}
-
 on_every_backend!(
+    multi_thread:
     gate_closed_for_each_reason,
     gate_open_dry_run_changes_nothing,
     execute_drops_the_column_per_member,
@@ -659,13 +636,12 @@ async fn execute_drops_the_column_per_member(backend: Backend) {
 }
 
 fn read_csv(path: &Path) -> BTreeMap<(i64, String), Option<i64>> {
-    let mut r = csv::Reader::from_path(path).unwrap();
-    let header: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
-    assert_eq!(header[0], "conversation_id");
-    assert_eq!(header[2], "stored_unread");
-    r.records()
+    let file = csv::read(path);
+    assert_eq!(file.columns[0], "conversation_id");
+    assert_eq!(file.columns[2], "stored_unread");
+    file.rows
+        .iter()
         .map(|rec| {
-            let rec = rec.unwrap();
             (
                 (rec[0].parse().unwrap(), rec[1].to_string()),
                 (!rec[2].is_empty()).then(|| rec[2].parse().unwrap()),
@@ -828,7 +804,7 @@ async fn lock_after_archive_keeps_column_and_archive(backend: Backend) {
             let held = held.clone();
             let url = url.clone();
             Box::pin(async move {
-                let mut other = common::connect(&url).await;
+                let mut other = crate::common::connect(&url).await;
                 for sql in blocking_lock(backend) {
                     exec_boxed(&mut other, sql).await?;
                 }

@@ -7,13 +7,23 @@
 //!   servers; each test creates its own database there (`tm_<label>_<pid>_<n>`) and drops it.
 //! - A server that does not answer skips its tests with a note on stderr, except when `CI` is
 //!   set: then a missing server fails the run.
-#![allow(dead_code)]
+//!
+//! One test on every backend: write `async fn name(backend: Backend)` and list it in
+//! [`on_every_backend!`], which makes the tests `name::sqlite`, `name::postgres` and
+//! `name::mysql`. The built binary is run through [`bin`], CSV files are read through [`csv`];
+//! connections, URL redaction and the scratch databases come from `tidemark::db` (its
+//! `testing` module is shared with `benches/pipeline.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::Duration;
 
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection};
+use tidemark::db::{testing, Dsn};
+
+pub mod bin;
+pub mod csv;
 
 /// A database server kind the suites run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,46 +86,18 @@ impl Backend {
     }
 }
 
-/// A URL with its password replaced by `***` (text that is not a URL: only what follows `@`).
-pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if !u.cannot_be_a_base() => {
-            if u.password().is_some() {
-                let _ = u.set_password(Some("***"));
-            }
-            if u.query_pairs()
-                .any(|(k, _)| k.eq_ignore_ascii_case("password"))
-            {
-                u.set_query(Some("***"));
-            }
-            u.to_string()
-        }
-        _ => match url.rfind('@') {
-            Some(at) => format!("***@{}", &url[at + 1..]),
-            None => url.to_string(),
-        },
-    }
-}
-
-/// `text` with the password of `url` (if any) masked.
-fn scrub(url: &str, text: &str) -> String {
-    match url::Url::parse(url)
-        .ok()
-        .and_then(|u| u.password().map(str::to_string))
-    {
-        Some(p) if !p.is_empty() => text.replace(&p, "***"),
-        _ => text.to_string(),
-    }
-}
-
-/// Opens one connection (10 s timeout).
+/// Opens one connection (10 s timeout), the URL parsed, redacted and scrubbed by
+/// `tidemark::db::Dsn`. Unlike `Dsn::connect` it sets no session options, and its future is
+/// `Send` (tests open connections inside spawned tasks).
 ///
 /// Errors: a message naming the redacted URL and the driver's (scrubbed) reason.
 pub async fn try_connect(url: &str) -> Result<AnyConnection, String> {
     sqlx::any::install_default_drivers();
-    let options: AnyConnectOptions = url
+    let dsn = Dsn::parse(url).map_err(|e| format!("{e:#}"))?;
+    let options: AnyConnectOptions = dsn
+        .expose()
         .parse::<AnyConnectOptions>()
-        .map_err(|e| format!("bad URL {}: {}", redact(url), scrub(url, &e.to_string())))?
+        .map_err(|e| format!("bad URL {dsn}: {}", dsn.scrub(&e.to_string())))?
         .disable_statement_logging();
     match tokio::time::timeout(
         Duration::from_secs(10),
@@ -123,8 +105,8 @@ pub async fn try_connect(url: &str) -> Result<AnyConnection, String> {
     )
     .await
     {
-        Err(_) => Err(format!("{}: no answer within 10 s", redact(url))),
-        Ok(Err(e)) => Err(format!("{}: {}", redact(url), scrub(url, &e.to_string()))),
+        Err(_) => Err(format!("{dsn}: no answer within 10 s")),
+        Ok(Err(e)) => Err(format!("{dsn}: {}", dsn.scrub(&e.to_string()))),
         Ok(Ok(conn)) => Ok(conn),
     }
 }
@@ -185,21 +167,6 @@ pub fn unique_name(label: &str) -> String {
     format!("tm_{clean}{suffix}")
 }
 
-/// `CREATE`/`DROP DATABASE` statements on the admin connection.
-fn drop_database_sql(backend: Backend, name: &str) -> String {
-    match backend {
-        Backend::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
-        _ => format!("DROP DATABASE IF EXISTS `{name}`"),
-    }
-}
-
-fn create_database_sql(backend: Backend, name: &str) -> String {
-    match backend {
-        Backend::Postgres => format!("CREATE DATABASE \"{name}\""),
-        _ => format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"),
-    }
-}
-
 /// A server is missing: panic under CI, else note it and skip.
 fn unavailable(backend: Backend, reason: &str) -> Option<TestDb> {
     if std::env::var_os("CI").is_some() {
@@ -238,28 +205,17 @@ impl TestDb {
                 cleaned: false,
             });
         };
-        let mut admin = match try_connect(&admin_url).await {
+        let admin = Dsn::parse(&admin_url).expect("the admin URL parses");
+        let mut conn = match admin.connect().await {
             Ok(conn) => conn,
-            Err(reason) => return unavailable(backend, &reason),
+            Err(reason) => return unavailable(backend, &format!("{reason:#}")),
         };
-        for sql in [
-            drop_database_sql(backend, &name),
-            create_database_sql(backend, &name),
-        ] {
-            if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
-                panic!(
-                    "{} ({}): {sql}: {}",
-                    backend.name(),
-                    redact(&admin_url),
-                    scrub(&admin_url, &e.to_string())
-                );
-            }
-        }
-        let _ = admin.close().await;
-        let mut url = url::Url::parse(&admin_url).expect("the admin URL connected, so it parses");
-        url.set_path(&format!("/{name}"));
+        let url = testing::recreate_database(&mut conn, &admin, &name)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", backend.name()));
+        let _ = conn.close().await;
         Some(TestDb {
-            url: url.to_string(),
+            url: url.expose().to_string(),
             backend,
             name,
             admin_url: Some(admin_url),
@@ -282,16 +238,12 @@ impl TestDb {
     pub async fn cleanup(mut self) {
         self.cleaned = true;
         if let Some(admin_url) = &self.admin_url {
-            let mut admin = connect(admin_url).await;
-            let sql = drop_database_sql(self.backend, &self.name);
-            if let Err(e) = sqlx::raw_sql(&sql).execute(&mut admin).await {
-                panic!(
-                    "{}: {sql}: {}",
-                    self.backend.name(),
-                    scrub(admin_url, &e.to_string())
-                );
-            }
-            let _ = admin.close().await;
+            let admin = Dsn::parse(admin_url).expect("the admin URL parses");
+            let mut conn = connect(admin_url).await;
+            testing::drop_database(&mut conn, &admin, &self.name)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e:#}", self.backend.name()));
+            let _ = conn.close().await;
         }
         if let Some(dir) = self.dir.take() {
             let _ = dir.close();
@@ -306,9 +258,7 @@ impl Drop for TestDb {
         if self.cleaned {
             return;
         }
-        let (Some(admin_url), backend, name) =
-            (self.admin_url.clone(), self.backend, self.name.clone())
-        else {
+        let (Some(admin_url), name) = (self.admin_url.clone(), self.name.clone()) else {
             return;
         };
         let handle = std::thread::spawn(move || {
@@ -319,14 +269,59 @@ impl Drop for TestDb {
                 return;
             };
             rt.block_on(async move {
-                if let Ok(mut admin) = try_connect(&admin_url).await {
-                    let _ = sqlx::raw_sql(&drop_database_sql(backend, &name))
-                        .execute(&mut admin)
-                        .await;
-                    let _ = admin.close().await;
+                let Ok(admin) = Dsn::parse(&admin_url) else {
+                    return;
+                };
+                if let Ok(mut conn) = admin.connect().await {
+                    let _ = testing::drop_database(&mut conn, &admin, &name).await;
+                    let _ = conn.close().await;
                 }
             });
         });
         let _ = handle.join();
     }
 }
+
+/// Expands each listed `async fn name(backend: Backend)` into a module `name` of tests, one per
+/// backend: `name::sqlite`, `name::postgres`, `name::mysql` (the one way to run a test on every
+/// backend). Each test skips itself through [`TestDb::create`] when its backend is not selected.
+///
+/// - `on_every_backend!(a, b)`: `#[tokio::test]` on SQLite, PostgreSQL and MySQL/MariaDB.
+/// - `on_every_backend!(multi_thread: a, b)`: the same on a two-worker multi-thread runtime.
+/// - `on_every_backend!(servers: a, b)`: PostgreSQL and MySQL/MariaDB only (what SQLite cannot
+///   have, such as database users).
+macro_rules! on_every_backend {
+    (multi_thread: $($name:ident),+ $(,)?) => {
+        $(
+            $crate::common::on_every_backend!(
+                @expand [tokio::test(flavor = "multi_thread", worker_threads = 2)] $name
+                [sqlite Sqlite, postgres Postgres, mysql Mysql]
+            );
+        )+
+    };
+    (servers: $($name:ident),+ $(,)?) => {
+        $(
+            $crate::common::on_every_backend!(
+                @expand [tokio::test] $name [postgres Postgres, mysql Mysql]
+            );
+        )+
+    };
+    (@expand [$attr:meta] $name:ident [$($test:ident $variant:ident),+]) => {
+        mod $name {
+            $(
+                #[$attr]
+                async fn $test() {
+                    super::$name($crate::common::Backend::$variant).await
+                }
+            )+
+        }
+    };
+    ($($name:ident),+ $(,)?) => {
+        $(
+            $crate::common::on_every_backend!(
+                @expand [tokio::test] $name [sqlite Sqlite, postgres Postgres, mysql Mysql]
+            );
+        )+
+    };
+}
+pub(crate) use on_every_backend;

@@ -3,18 +3,23 @@
 //! and `--resume` finishes the same run with the same report as a straight run; scopes;
 //! `--store-rows`; and an audit under a SELECT-only database user with `--no-ledger`.
 
-mod common;
-
-use common::{Backend, TestDb};
+use crate::common::{bin, csv, on_every_backend, Backend, TestDb};
+use crate::scenario;
 use sqlx::{AnyConnection, Row};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use tidemark::db::Dsn;
 use tidemark::generate::{generate, GenerateOptions};
 use tidemark::mapping::Mapping;
-use tidemark::scenario;
 use tidemark::stages::{audit, backfill, expand};
+
+on_every_backend!(
+    json_and_metrics_equal_the_csv,
+    run_time_then_resume,
+    scopes_and_stored_rows,
+    min_age
+);
+on_every_backend!(servers: select_only_user);
 
 /// A generated database, expanded and backfilled; returns the mapping file's path too.
 async fn prepared(
@@ -50,7 +55,7 @@ async fn prepared(
 }
 
 fn tidemark(dir: &Path, url: &str, mapping: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tidemark"))
+    bin::command()
         .current_dir(dir)
         .env_remove("DATABASE_URL")
         .arg("audit")
@@ -64,11 +69,7 @@ fn tidemark(dir: &Path, url: &str, mapping: &Path, args: &[&str]) -> std::proces
 
 /// The CSV report's data rows, and their count per class.
 fn csv_rows(path: &Path) -> (Vec<Vec<String>>, BTreeMap<String, u64>) {
-    let mut reader = csv::Reader::from_path(path).unwrap();
-    let rows: Vec<Vec<String>> = reader
-        .records()
-        .map(|r| r.unwrap().iter().map(str::to_string).collect())
-        .collect();
+    let rows = csv::read(path).rows;
     let mut by_class = BTreeMap::new();
     for r in &rows {
         *by_class.entry(r[5].clone()).or_insert(0u64) += 1;
@@ -76,7 +77,7 @@ fn csv_rows(path: &Path) -> (Vec<Vec<String>>, BTreeMap<String, u64>) {
     (rows, by_class)
 }
 
-async fn outputs_agree(backend: Backend) {
+async fn json_and_metrics_equal_the_csv(backend: Backend) {
     let Some(db) = TestDb::create(backend, "au_outputs").await else {
         return;
     };
@@ -154,22 +155,7 @@ async fn outputs_agree(backend: Backend) {
     db.cleanup().await;
 }
 
-#[tokio::test]
-async fn json_and_metrics_equal_the_csv_sqlite() {
-    outputs_agree(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn json_and_metrics_equal_the_csv_postgres() {
-    outputs_agree(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn json_and_metrics_equal_the_csv_mysql() {
-    outputs_agree(Backend::Mysql).await;
-}
-
-async fn run_time_and_resume(backend: Backend) {
+async fn run_time_then_resume(backend: Backend) {
     let Some(db) = TestDb::create(backend, "au_resume").await else {
         return;
     };
@@ -302,21 +288,6 @@ async fn run_time_and_resume(backend: Backend) {
     db.cleanup().await;
 }
 
-#[tokio::test]
-async fn run_time_then_resume_sqlite() {
-    run_time_and_resume(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn run_time_then_resume_postgres() {
-    run_time_and_resume(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn run_time_then_resume_mysql() {
-    run_time_and_resume(Backend::Mysql).await;
-}
-
 async fn scopes_and_stored_rows(backend: Backend) {
     let Some(db) = TestDb::create(backend, "au_scope").await else {
         return;
@@ -398,7 +369,7 @@ async fn scopes_and_stored_rows(backend: Backend) {
         &mapping_path,
         &["--report", "again.csv", "--store-rows"],
     );
-    let status = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+    let status = bin::command()
         .args(["status", "--database", &db.url, "--mapping"])
         .arg(&mapping_path)
         .output()
@@ -410,21 +381,6 @@ async fn scopes_and_stored_rows(backend: Backend) {
     );
     drop(conn);
     db.cleanup().await;
-}
-
-#[tokio::test]
-async fn scopes_and_stored_rows_sqlite() {
-    scopes_and_stored_rows(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn scopes_and_stored_rows_postgres() {
-    scopes_and_stored_rows(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn scopes_and_stored_rows_mysql() {
-    scopes_and_stored_rows(Backend::Mysql).await;
 }
 
 /// `--no-ledger` needs only SELECT: a user with nothing else audits, and writes nothing.
@@ -511,22 +467,12 @@ async fn select_only_user(backend: Backend) {
         _ => Backend::Mysql.admin_url(),
     }
     .unwrap();
-    let mut admin = common::connect(&admin).await;
+    let mut admin = crate::common::connect(&admin).await;
     let drop = match backend {
         Backend::Postgres => format!("DROP ROLE IF EXISTS {user}"),
         _ => format!("DROP USER IF EXISTS '{user}'@'%'"),
     };
     sqlx::raw_sql(&drop).execute(&mut admin).await.unwrap();
-}
-
-#[tokio::test]
-async fn select_only_user_postgres() {
-    select_only_user(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn select_only_user_mysql() {
-    select_only_user(Backend::Mysql).await;
 }
 
 /// Check the ledger holds the report's SHA-256 and the mapping fingerprint.
@@ -639,21 +585,6 @@ async fn min_age(backend: Backend) {
     db.cleanup().await;
 }
 
-#[tokio::test]
-async fn min_age_sqlite() {
-    min_age(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn min_age_postgres() {
-    min_age(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn min_age_mysql() {
-    min_age(Backend::Mysql).await;
-}
-
 /// A scoped audit never opens the contract gate, a reversed range is bad input, and an
 /// output path that is not a regular file is refused before anything runs.
 #[tokio::test]
@@ -692,7 +623,7 @@ async fn scoped_audits_do_not_open_the_gate_and_outputs_are_checked() {
         "{}",
         String::from_utf8_lossy(&scoped.stdout)
     );
-    let gate = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+    let gate = bin::command()
         .current_dir(dir.path())
         .args(["contract", "--database", &db.url, "--mapping"])
         .arg(&mapping_path)

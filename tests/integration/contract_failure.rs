@@ -3,15 +3,13 @@
 //! the DROP fail. The verdict, the final audit and the archive are still printed, with the
 //! database's DETAIL naming the view; the exit code is 3, and the column and the archive stay.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
 use sqlx::{Connection, Row};
 
-use common::{exec_all, Backend, TestDb};
-use tidemark::scenario;
+use crate::common::{exec_all, Backend, TestDb};
+use crate::scenario;
 
 /// A scenario with no drift at all after the backfill.
 const CLEAN_SCENARIO: &str = "S3a-multi-device-receipts";

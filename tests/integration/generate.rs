@@ -6,19 +6,19 @@
 //! rows), e.g. to time a 1 000 000-row run in release mode:
 //! `TIDEMARK_GENERATE_MEMBERS=1000000 cargo test --release --test generate -- --nocapture e2e_sqlite`.
 
-mod common;
-
 use std::time::Instant;
 
 use sqlx::{AnyConnection, Connection, Row};
 
-use common::{Backend, TestDb};
+use crate::common::{on_every_backend, Backend, TestDb};
+use crate::scenario;
 use tidemark::db::Dsn;
 use tidemark::drift::DriftClass;
 use tidemark::generate::{generate, GenerateOptions, GroundTruth};
 use tidemark::mapping::Mapping;
-use tidemark::scenario;
 use tidemark::stages::{audit, backfill, expand};
+
+on_every_backend!(end_to_end);
 
 /// Every row of the four legacy tables, in key order, as text.
 async fn dump(conn: &mut AnyConnection) -> Vec<String> {
@@ -285,21 +285,6 @@ async fn end_to_end(backend: Backend) {
     assert_eq!(summary.drifting_rows, truth.drifting_rows());
     assert_eq!(summary.rows_checked, truth.counter_rows);
     db.cleanup().await;
-}
-
-#[tokio::test]
-async fn end_to_end_sqlite() {
-    end_to_end(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn end_to_end_postgres() {
-    end_to_end(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn end_to_end_mysql() {
-    end_to_end(Backend::Mysql).await;
 }
 
 /// The same seed gives the same rows on every backend.

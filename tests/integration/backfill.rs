@@ -4,9 +4,8 @@
 //! held by another connection ends in exit 3 with the checkpoint kept; a second runner is
 //! refused. On every backend.
 
-mod common;
-
-use common::{Backend, TestDb};
+use crate::common::{bin, on_every_backend, Backend, TestDb};
+use crate::scenario;
 use sqlx::{AnyConnection, Executor, Row};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,13 +13,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidemark::db::Dsn;
 use tidemark::mapping::Mapping;
-use tidemark::scenario;
 use tidemark::stages::{backfill, expand};
+
+on_every_backend!(kill_and_resume, concurrent_application, lock_held);
+on_every_backend!(servers: one_runner);
 
 /// Copies of the per-member scenarios loaded side by side: 14 scenarios × `copies`
 /// conversations, about 30 members each copy.
 async fn load_fleet(conn: &mut AnyConnection, copies: i64) -> Mapping {
-    common::exec_all(conn, &scenario::schema_sql()).await;
+    crate::common::exec_all(conn, &scenario::schema_sql()).await;
     let scenarios: Vec<_> = scenario::load_all()
         .unwrap()
         .into_iter()
@@ -29,7 +30,7 @@ async fn load_fleet(conn: &mut AnyConnection, copies: i64) -> Mapping {
     for copy in 0..copies {
         for (j, s) in scenarios.iter().enumerate() {
             let offset = (copy * 20 + j as i64 + 1) * 100;
-            common::exec_all(conn, &scenario::data_sql(s, offset)).await;
+            crate::common::exec_all(conn, &scenario::data_sql(s, offset)).await;
         }
     }
     Mapping::parse(&scenario::mapping_toml("per_member", false), "fleet").unwrap()
@@ -84,7 +85,7 @@ async fn last_backfill(conn: &mut AnyConnection) -> Option<(String, u64, Option<
 }
 
 fn tidemark_cmd(db: &TestDb, mapping_path: &std::path::Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidemark"));
+    let mut cmd = bin::command();
     cmd.env_remove("DATABASE_URL")
         .arg("backfill")
         .arg("--database")
@@ -162,7 +163,7 @@ async fn kill_and_resume(backend: Backend) {
     );
 
     // status tells a killed run from a running one: its runner lock is free.
-    let st = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+    let st = bin::command()
         .args(["status", "--database", &killed.url, "--mapping"])
         .arg(&mapping_path)
         .output()
@@ -234,21 +235,6 @@ async fn kill_and_resume(backend: Backend) {
     drop((c1, c2));
     killed.cleanup().await;
     straight.cleanup().await;
-}
-
-#[tokio::test]
-async fn kill_and_resume_sqlite() {
-    kill_and_resume(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn kill_and_resume_postgres() {
-    kill_and_resume(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn kill_and_resume_mysql() {
-    kill_and_resume(Backend::Mysql).await;
 }
 
 /// The application's own upsert, as interface.md describes it.
@@ -397,21 +383,6 @@ async fn concurrent_application(backend: Backend) {
     db.cleanup().await;
 }
 
-#[tokio::test]
-async fn concurrent_application_postgres() {
-    concurrent_application(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn concurrent_application_mysql() {
-    concurrent_application(Backend::Mysql).await;
-}
-
-#[tokio::test]
-async fn concurrent_application_sqlite() {
-    concurrent_application(Backend::Sqlite).await;
-}
-
 /// Another connection holds the watermark table: the backfill retries, then fails with exit 3;
 /// the checkpoint of the batches finished before stays, and a later run resumes from it.
 async fn lock_held(backend: Backend) {
@@ -499,21 +470,6 @@ async fn lock_held(backend: Backend) {
     db.cleanup().await;
 }
 
-#[tokio::test]
-async fn lock_held_sqlite() {
-    lock_held(Backend::Sqlite).await;
-}
-
-#[tokio::test]
-async fn lock_held_postgres() {
-    lock_held(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn lock_held_mysql() {
-    lock_held(Backend::Mysql).await;
-}
-
 /// A second backfill on the same mapping fails at once with exit 3 and names the first.
 async fn one_runner(backend: Backend) {
     let Some(db) = TestDb::create(backend, "bf_one").await else {
@@ -558,16 +514,6 @@ async fn one_runner(backend: Backend) {
 }
 
 #[tokio::test]
-async fn one_runner_postgres() {
-    one_runner(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn one_runner_mysql() {
-    one_runner(Backend::Mysql).await;
-}
-
-#[tokio::test]
 async fn one_runner_sqlite() {
     // On SQLite the lock row names the holder; the same process taking it twice is allowed
     // (pid match), so hold it under another pid.
@@ -609,8 +555,8 @@ async fn counter_never_advances_an_existing_watermark() {
     };
     let dsn = Dsn::parse(&db.url).unwrap();
     let mut conn = db.connect().await;
-    common::exec_all(&mut conn, &scenario::schema_sql()).await;
-    common::exec_all(
+    crate::common::exec_all(&mut conn, &scenario::schema_sql()).await;
+    crate::common::exec_all(
         &mut conn,
         &[
             "INSERT INTO messages (conv_id, id, sender_id) VALUES (1, 1, 'a'), (1, 2, 'a'), (1, 3, 'a'), (1, 4, 'a'), (1, 5, 'a')".into(),

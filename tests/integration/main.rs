@@ -1,0 +1,37 @@
+//! tidemark's integration tests: one test binary (`cargo test --test integration`), one module
+//! per suite, one support module (`common`).
+//!
+//! Running:
+//!
+//! - everything: `cargo test`; one suite: `cargo test --test integration cli::`; one test:
+//!   `cargo test --test integration -- contract::cli_exit_codes::sqlite --exact`.
+//! - backends and servers: see `common` (`TIDEMARK_TEST_BACKENDS`, `TIDEMARK_TEST_POSTGRES_URL`,
+//!   `TIDEMARK_TEST_MYSQL_URL`; with `CI` set a server that does not answer fails the run).
+//!
+//! Adding a suite: put it in `tests/integration/NAME.rs` (or move a `tests/NAME.rs` here with
+//! `git mv`), drop its `mod common;` line, and add one `mod NAME;` line below. Inside a suite,
+//! `use crate::common::{...}` replaces `mod common; use common::{...}`, and
+//! `crate::scenario` holds the shared scenarios. Cargo.toml has `autotests = false`: a file
+//! left directly in `tests/` is not built at all.
+//!
+//! Snapshots (`snapshot` suite, insta; files in `tests/integration/snapshots/`): when what users
+//! see changes on purpose (a `--help` text, the SQL `tidemark plan` prints), review and accept
+//! the new snapshots with `cargo insta review` / `cargo insta accept` (cargo-insta), or without
+//! it `INSTA_UPDATE=always cargo test --test integration snapshot::` and check the `.snap` diff
+//! in git. With `CI` set insta writes nothing (`INSTA_UPDATE` defaults to `no` there) and a
+//! missing or different snapshot fails the test.
+
+mod common;
+mod scenario;
+
+mod audit;
+mod backfill;
+mod cli;
+mod contract;
+mod contract_failure;
+mod demo;
+mod generate;
+mod scenarios;
+mod snapshot;
+mod synapse;
+mod tolerance;
