@@ -99,6 +99,25 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
 
     // ---- demo and generator ----
     // (what the demo and the generator need)
+
+    /// The statement that opens each of the generator's load transactions: `BEGIN`, or
+    /// `START TRANSACTION` on MySQL.
+    fn generator_begin(&self) -> &'static str;
+
+    /// The statement that opens a write transaction of the demo's application (dual-write
+    /// period): `BEGIN`, or `BEGIN IMMEDIATE` on SQLite (the write lock from the start, so two
+    /// writers never deadlock on the upgrade).
+    fn demo_begin_write(&self) -> &'static str;
+
+    /// The demo application's forward-only watermark write into `read_watermarks (user_id,
+    /// conversation_id, last_read_id)`, with three bind parameters in that order: insert, or
+    /// keep the larger of the stored and the new `last_read_id`.
+    fn demo_watermark_upsert(&self) -> &'static str;
+
+    /// Whether the database is a file of the demo's own (SQLite: it is recreated, and copied
+    /// with `VACUUM INTO` for the destructive part) rather than a database on a server (it
+    /// must be empty or a demo's, and the contract runs on it).
+    fn demo_database_is_file(&self) -> bool;
     // ---- end demo and generator ----
 }
 

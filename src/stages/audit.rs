@@ -18,7 +18,7 @@ use crate::drift::{classify, Facts, Membership};
 use crate::error::input_error;
 use crate::ledger;
 use crate::mapping::{Mapping, Shape};
-use crate::progress::Progress;
+use crate::progress::Reporter;
 use crate::report::{cell, ReportWriter};
 use crate::schema::{self, KeyKind};
 
@@ -41,6 +41,8 @@ pub struct AuditOptions {
     pub max_abs_drift: i64,
     /// No progress output.
     pub quiet: bool,
+    /// Where progress goes (default: nowhere; the command line shows a bar).
+    pub progress: Reporter,
     /// Stop after the batch that crosses this much time; the run is recorded as incomplete
     /// (exit 4) and `resume` continues it.
     pub run_time: Option<Duration>,
@@ -72,6 +74,7 @@ impl Default for AuditOptions {
             max_drift_ratio: 0.0,
             max_abs_drift: 0,
             quiet: true,
+            progress: Reporter::default(),
             run_time: None,
             resume: false,
             metrics_file: None,
@@ -640,7 +643,7 @@ async fn audit_batches(
             .try_get(0)?;
         n.max(0) as u64
     };
-    let mut progress = Progress::new("audit", "rows", total, opts.quiet);
+    let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
     progress.advance(summary.rows_checked);
     let mut stopped = false;
     let result: Result<()> = async {
