@@ -239,12 +239,15 @@ impl SqlContext {
             evidence: mapping
                 .evidence
                 .iter()
-                .map(|e| EvIdents {
-                    kind: e.kind.as_str(),
-                    table: e.table.as_deref().map(q).unwrap_or_default(),
-                    user: e.user.as_deref().map(q).unwrap_or_default(),
-                    conv: e.conversation.as_deref().map(q).unwrap_or_default(),
-                    column: e.column.as_deref().map(q).unwrap_or_default(),
+                .map(|e| {
+                    let src = e.source();
+                    EvIdents {
+                        kind: e.kind().as_str(),
+                        table: src.map(|s| q(&s.table)).unwrap_or_default(),
+                        user: src.map(|s| q(&s.user)).unwrap_or_default(),
+                        conv: src.map(|s| q(&s.conversation)).unwrap_or_default(),
+                        column: src.map(|s| q(&s.column)).unwrap_or_default(),
+                    }
                 })
                 .collect(),
             wm: q(&mapping.watermarks.table),

@@ -570,11 +570,13 @@ async fn plan_batch(
         let mut own: Option<i64> = None;
         for (i, e) in mapping.evidence.iter().enumerate() {
             let v: Option<i64> = row.try_get(3 + i)?;
-            match e.kind {
+            match e.kind() {
                 EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
                 EvidenceKind::OwnMessage => own = v,
                 _ if chosen.is_some() => {}
-                EvidenceKind::Position | EvidenceKind::Timestamp => chosen = v.map(|v| (v, e.kind)),
+                EvidenceKind::Position | EvidenceKind::Timestamp => {
+                    chosen = v.map(|v| (v, e.kind()))
+                }
                 EvidenceKind::Counter => {
                     if let Some(k) = v {
                         let (rank_pos, representable) = ranks
