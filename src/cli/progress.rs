@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::progress::{Bar, Reporter, Sink};
 use std::time::{Duration, Instant};
 
-/// The command line's [`Sink`]: a [`Display`] on stderr for each stage run.
+/// The command line's [`Sink`]: a [`StderrBar`] on stderr for each stage run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stderr;
 
@@ -23,12 +23,12 @@ impl Stderr {
 
 impl Sink for Stderr {
     fn start(&self, stage: &str, what: &str, total: u64) -> Box<dyn Bar> {
-        Box::new(Display::new(stage, what, total))
+        Box::new(StderrBar::new(stage, what, total))
     }
 }
 
 /// A stage's progress display on stderr.
-pub struct Display {
+pub struct StderrBar {
     bar: Option<ProgressBar>,
     /// Off a terminal: the line format and when the last line was printed.
     plain: Option<(String, Instant)>,
@@ -37,9 +37,9 @@ pub struct Display {
     last_message: String,
 }
 
-impl Display {
+impl StderrBar {
     /// A display for `total` units of `what` (e.g. "members"), labelled `stage`.
-    pub fn new(stage: &str, what: &str, total: u64) -> Display {
+    pub fn new(stage: &str, what: &str, total: u64) -> StderrBar {
         let started = Instant::now();
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -49,7 +49,7 @@ impl Display {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
             bar.set_style(style);
-            Display {
+            StderrBar {
                 bar: Some(bar),
                 plain: None,
                 done: 0,
@@ -57,7 +57,7 @@ impl Display {
                 last_message: String::new(),
             }
         } else {
-            Display {
+            StderrBar {
                 bar: None,
                 plain: Some((format!("{stage}: {{}}/{total} {what}"), started)),
                 done: 0,
@@ -68,7 +68,7 @@ impl Display {
     }
 }
 
-impl Bar for Display {
+impl Bar for StderrBar {
     /// Adds `n` finished units.
     fn advance(&mut self, n: u64) {
         self.done += n;
