@@ -200,7 +200,7 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
         ..Default::default()
     };
     let o = contract::run(&mut conn, &mapping, dsn.dialect, &dry).await?;
-    contract::print(&o, &dsn, &dry);
+    text::contract(out, &o, &dsn, &dry)?;
 
     // The verdict on the demo itself, before anything else touches the database.
     let found: BTreeMap<String, u64> = outcome.summary.by_class.clone();
@@ -231,7 +231,7 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
         ..Default::default()
     };
     let done = contract::run(&mut copy, &mapping, copy_dsn.dialect, &execute).await?;
-    contract::print(&done, &copy_dsn, &execute);
+    text::contract(out, &done, &copy_dsn, &execute)?;
 
     step(out, "what the audit found, beside the injected truth")?;
     writeln!(out, "  {:<22} {:>9} {:>9}", "class", "injected", "found")?;

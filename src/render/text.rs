@@ -1,14 +1,17 @@
-//! What users read, as text: the summaries of expand, backfill, audit, status and plan, written
+//! What users read, as text: the summaries of expand, backfill, audit, status, plan and contract, written
 //! to any [`Write`] (the command line passes stdout; the demo too, through the library). The
 //! wording is part of the interface (`shared/spec/interface.md`; tests compare it).
 
 use std::io::{self, Write};
 
 use crate::db::Dsn;
-use crate::mapping::Mapping;
+use crate::gate::{self, StatementUse};
+use crate::mapping::{Mapping, Shape};
 use crate::stages::audit::AuditSummary;
 use crate::stages::backfill::BackfillSummary;
+use crate::stages::contract::{ContractOptions, ContractOutcome};
 use crate::stages::expand::ExpandReport;
+use crate::stages::now_ms;
 use crate::stages::status::Status;
 
 /// Writes what expand did.
@@ -378,4 +381,143 @@ pub fn backfill_interrupted(w: &mut dyn Write, s: &BackfillSummary) -> io::Resul
         "  interrupted after batch {}: the checkpoint is recorded; run the same command again to continue (--restart starts over)",
         s.batches
     )
+}
+
+/// Writes what `contract` decided and did, for people: the gate's verdict with every reason,
+/// the exact DDL, and what was archived and dropped (or why nothing was).
+pub fn contract(
+    w: &mut dyn Write,
+    o: &ContractOutcome,
+    dsn: &Dsn,
+    opts: &ContractOptions,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "contract on {dsn}: {} ({})",
+        o.target.describe(),
+        match o.target.shape {
+            Shape::PerMember => "per_member",
+            Shape::PerMessage => "per_message",
+        }
+    )?;
+    if let Some(msg) = &o.nothing_to_drop {
+        writeln!(w, "  {msg}")?;
+        return Ok(());
+    }
+    if let Some(v) = &o.verdict {
+        if v.open {
+            writeln!(w, "  gate: OPEN")?;
+        } else if o.forced.is_some() {
+            writeln!(w, "  gate: CLOSED, bypassed by --force")?;
+        } else {
+            writeln!(w, "  gate: CLOSED")?;
+        }
+        if !v.relied_on.is_empty() {
+            let ids: Vec<String> = v.relied_on.iter().map(|i| format!("#{i}")).collect();
+            let newest = v.newest_clean.as_ref();
+            writeln!(
+                w,
+                "  {}: {}{}",
+                if v.open {
+                    "clean audits relied on"
+                } else {
+                    "clean audits found"
+                },
+                ids.join(", "),
+                newest
+                    .map(|a| format!(
+                        " (newest {} ago, tolerance {})",
+                        gate::human_ms(now_ms() - a.started_ms),
+                        a.tolerance.describe()
+                    ))
+                    .unwrap_or_default()
+            )?;
+        }
+        writeln!(w, "  statement statistics: {}", v.statements.describe())?;
+        if let StatementUse::Used { statements, .. } = &v.statements {
+            for s in statements.iter().take(10) {
+                writeln!(w, "    {} call(s): {}", s.calls, s.text)?;
+            }
+        }
+        for r in &v.reasons {
+            writeln!(w, "  reason: {r}")?;
+        }
+        for n in &v.notes {
+            writeln!(w, "  note: {n}")?;
+        }
+    }
+    for n in &o.notes {
+        writeln!(w, "  note: {n}")?;
+    }
+    if let Some(a) = &o.final_audit {
+        writeln!(
+            w,
+            "  final audit{}: {} rows checked, {} drifting, {} (report {})",
+            a.id.map(|i| format!(" #{i}")).unwrap_or_default(),
+            a.rows_checked,
+            a.drifting_rows,
+            if a.passed { "PASS" } else { "FAIL" },
+            a.report
+        )?;
+    }
+    if let Some(a) = &o.archive {
+        writeln!(w,
+            "  archived {} row(s) into {} (contract run #{}, covered by audit {}): {} non-NULL, sum {}, sum of squares {}; verified",
+            a.checksum.rows,
+            a.table,
+            a.contract_id,
+            a.audit_id.map(|i| format!("#{i}")).unwrap_or_else(|| "-".into()),
+            a.checksum.non_null,
+            a.checksum.sum,
+            a.checksum.sum_squares
+        )?;
+        if let (Some(csv), Some(sha)) = (&a.csv, &a.csv_sha256) {
+            writeln!(w, "  archive CSV: {csv} (sha256 {sha}); verified")?;
+        }
+    }
+    if o.executed {
+        writeln!(w, "  ran:")?;
+    } else {
+        writeln!(
+            w,
+            "  DDL{}:",
+            if opts.execute {
+                " (not run)"
+            } else {
+                " it would run"
+            }
+        )?;
+    }
+    for line in &o.ddl {
+        writeln!(w, "    {line}")?;
+    }
+    if let Some(reason) = &o.forced {
+        writeln!(w, "  forced: {reason} (recorded in the ledger)")?;
+    }
+    if o.executed {
+        writeln!(
+            w,
+            "  done: {} dropped (ledger run #{})",
+            o.target.describe(),
+            o.ledger_id.unwrap_or_default()
+        )?;
+    } else if !opts.execute {
+        let open = o.verdict.as_ref().is_some_and(|v| v.open);
+        if open {
+            writeln!(
+                w,
+                "  dry run: nothing was changed; --execute archives the values and drops"
+            )?;
+        } else if opts.force {
+            writeln!(
+                w,
+                "  dry run: nothing was changed; with --execute, --force would bypass the gate"
+            )?;
+        } else {
+            writeln!(w, "  dry run: nothing was changed")?;
+        }
+    } else {
+        writeln!(w, "  refused: nothing was archived or dropped")?;
+    }
+    Ok(())
 }
