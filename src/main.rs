@@ -1,7 +1,19 @@
-//! The `tidemark` binary: parse, run, print the error, exit with the documented code.
+//! The `tidemark` binary: parse, run, print the error, exit with the documented code. This is
+//! the only place where an outcome or an error becomes an exit code.
 
 use clap::Parser;
 use std::process::ExitCode;
+use tidemark::cli::Outcome;
+use tidemark::error::{EXIT_DRIFT, EXIT_INCOMPLETE, EXIT_OK};
+
+/// The exit code of a command that ended without an error (`shared/spec/interface.md`).
+fn exit_code(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Done => EXIT_OK,
+        Outcome::DriftAboveTolerance | Outcome::GateClosed => EXIT_DRIFT,
+        Outcome::Incomplete => EXIT_INCOMPLETE,
+    }
+}
 
 fn main() -> ExitCode {
     // Output piped into `head` ends quietly, as in other Unix tools, instead of panicking.
@@ -35,7 +47,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(tidemark::cli::run(cli)) {
-        Ok(code) => ExitCode::from(code),
+        Ok(outcome) => ExitCode::from(exit_code(outcome)),
         Err(e) => {
             eprintln!("tidemark: error: {}", tidemark::error::describe(&e));
             ExitCode::from(tidemark::error::exit_code(&e))

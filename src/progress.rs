@@ -1,96 +1,87 @@
-//! Progress for long stages: an indicatif bar (done / total, rows per second, ETA) on a
-//! terminal; on cron and CI (stderr not a terminal) a plain line every 10 s instead; nothing
-//! with `--quiet`.
+//! Progress of long stages, as events: the stages report how far they are and why they wait
+//! through a [`Reporter`] in their options; what is shown (an indicatif bar on a terminal,
+//! plain lines on cron and CI, nothing) is decided by whoever supplies the [`Sink`]: the
+//! command line (`crate::cli`), or nobody (tests, the library's default: no output).
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::fmt;
+use std::sync::Arc;
 
-/// A stage's progress display.
-pub struct Progress {
-    bar: Option<ProgressBar>,
-    /// Off a terminal: the line format and when the last line was printed.
-    plain: Option<(String, Instant)>,
-    done: u64,
-    started: Instant,
-    last_message: String,
+/// Receives the progress of one stage run (created by [`Sink::start`]).
+pub trait Bar: Send {
+    /// `n` more units (members, rows) are done.
+    fn advance(&mut self, n: u64);
+    /// Why the stage is waiting (lock wait, throttle, pause file); empty when it no longer
+    /// waits.
+    fn message(&mut self, msg: &str);
+    /// The stage is done with its rows (the display goes away).
+    fn finish(&mut self);
 }
 
-impl Progress {
-    /// A display for `total` units of `what` (e.g. "members"), labelled `stage`.
-    pub fn new(stage: &str, what: &str, total: u64, quiet: bool) -> Progress {
-        let started = Instant::now();
-        if quiet {
-            return Progress {
-                bar: None,
-                plain: None,
-                done: 0,
-                started,
-                last_message: String::new(),
-            };
-        }
-        if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template(&format!(
-                "{stage:>9} [{{bar:30}}] {{pos}}/{{len}} {what} {{per_sec}} ETA {{eta}} {{msg}}"
-            ))
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-            bar.set_style(style);
-            Progress {
-                bar: Some(bar),
-                plain: None,
-                done: 0,
-                started,
-                last_message: String::new(),
-            }
+/// Makes a [`Bar`] for each stage run that reports progress.
+pub trait Sink: Send + Sync {
+    /// A display for `total` units of `what` (e.g. "members"), labelled `stage` (e.g.
+    /// "backfill").
+    fn start(&self, stage: &str, what: &str, total: u64) -> Box<dyn Bar>;
+}
+
+/// Where a stage sends its progress: a shared [`Sink`], or nowhere (the default).
+#[derive(Clone, Default)]
+pub struct Reporter(Option<Arc<dyn Sink>>);
+
+impl fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Reporter(sink)"
         } else {
-            Progress {
-                bar: None,
-                plain: Some((format!("{stage}: {{}}/{total} {what}"), started)),
-                done: 0,
-                started,
-                last_message: String::new(),
-            }
-        }
+            "Reporter(none)"
+        })
+    }
+}
+
+impl Reporter {
+    /// Progress goes to `sink`.
+    pub fn new(sink: Arc<dyn Sink>) -> Reporter {
+        Reporter(Some(sink))
     }
 
+    /// No progress output (the same as `Reporter::default()`).
+    pub fn none() -> Reporter {
+        Reporter(None)
+    }
+
+    /// Starts the progress of one stage run: `total` units of `what`, labelled `stage`;
+    /// nothing is reported when `quiet` or when there is no sink.
+    pub fn start(&self, stage: &str, what: &str, total: u64, quiet: bool) -> Progress {
+        Progress(match &self.0 {
+            Some(sink) if !quiet => Some(sink.start(stage, what, total)),
+            _ => None,
+        })
+    }
+}
+
+/// The progress of one stage run (see [`Reporter::start`]); every method does nothing when
+/// progress is not reported.
+pub struct Progress(Option<Box<dyn Bar>>);
+
+impl Progress {
     /// Adds `n` finished units.
     pub fn advance(&mut self, n: u64) {
-        self.done += n;
-        if let Some(bar) = &self.bar {
-            bar.inc(n);
-        }
-        if let Some((fmt, last)) = &mut self.plain {
-            if last.elapsed() >= Duration::from_secs(10) {
-                *last = Instant::now();
-                let rate = self.done as f64 / self.started.elapsed().as_secs_f64().max(0.001);
-                eprintln!(
-                    "{} ({rate:.0}/s)",
-                    fmt.replace("{}", &self.done.to_string())
-                );
-            }
+        if let Some(bar) = &mut self.0 {
+            bar.advance(n);
         }
     }
 
-    /// Says why the stage is waiting (beside the bar; as a line of its own when the output is
-    /// not a terminal, once per change of reason).
+    /// Says why the stage is waiting (empty: it no longer waits).
     pub fn message(&mut self, msg: &str) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(msg.to_string());
-        }
-        if self.plain.is_some() {
-            if !msg.is_empty() && self.last_message != msg {
-                eprintln!("{msg}");
-            }
-            self.last_message = msg.to_string();
+        if let Some(bar) = &mut self.0 {
+            bar.message(msg);
         }
     }
 
-    /// Removes the bar.
-    pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
+    /// Ends the display.
+    pub fn finish(&mut self) {
+        if let Some(bar) = &mut self.0 {
+            bar.finish();
         }
     }
 }

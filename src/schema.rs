@@ -9,7 +9,7 @@ use sqlx::AnyConnection;
 use crate::db::text;
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::input_error;
-use crate::mapping::{EvidenceKind, Mapping, Shape};
+use crate::mapping::{Mapping, Shape};
 
 /// The type family of a key column, which decides how keys are bound and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,13 +183,13 @@ pub async fn preflight(
         ),
     ));
     for (i, e) in mapping.evidence.iter().enumerate() {
-        if matches!(e.kind, EvidenceKind::Position | EvidenceKind::Timestamp) {
+        if let Some(src) = e.source() {
             checks.push((
-                format!("[[evidence]] #{} ({})", i + 1, e.kind.as_str()),
+                format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
                 format!(
                     "SELECT {} FROM {} tm_t WHERE 1 = 0",
-                    cols(&[e.user.as_ref(), e.conversation.as_ref(), e.column.as_ref()]),
-                    q(e.table.as_deref().unwrap_or_default()),
+                    cols(&[Some(&src.user), Some(&src.conversation), Some(&src.column)]),
+                    q(&src.table),
                 ),
             ));
         }

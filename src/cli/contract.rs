@@ -6,12 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::db::Dsn;
-use crate::gate::{self, GateOptions, StatementUse};
-use crate::mapping::Shape;
+use crate::gate::GateOptions;
 use crate::stages::contract::{
     check_options, run, ContractFailed, ContractOptions, ContractOutcome,
 };
-use crate::stages::now_ms;
 
 /// `tidemark contract` options.
 #[derive(Debug, Clone, clap::Args)]
@@ -114,132 +112,11 @@ pub async fn run_cli(args: ContractArgs) -> Result<u8> {
     Ok(outcome.exit_code)
 }
 
-/// Prints an outcome for people.
+/// Prints an outcome for people on stdout ([`crate::render::text::contract`]); a closed pipe
+/// ends the output quietly.
 pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions) {
-    println!(
-        "contract on {dsn}: {} ({})",
-        o.target.describe(),
-        match o.target.shape {
-            Shape::PerMember => "per_member",
-            Shape::PerMessage => "per_message",
-        }
-    );
-    if let Some(msg) = &o.nothing_to_drop {
-        println!("  {msg}");
-        return;
-    }
-    if let Some(v) = &o.verdict {
-        if v.open {
-            println!("  gate: OPEN");
-        } else if o.forced.is_some() {
-            println!("  gate: CLOSED, bypassed by --force");
-        } else {
-            println!("  gate: CLOSED");
-        }
-        if !v.relied_on.is_empty() {
-            let ids: Vec<String> = v.relied_on.iter().map(|i| format!("#{i}")).collect();
-            let newest = v.newest_clean.as_ref();
-            println!(
-                "  {}: {}{}",
-                if v.open {
-                    "clean audits relied on"
-                } else {
-                    "clean audits found"
-                },
-                ids.join(", "),
-                newest
-                    .map(|a| format!(
-                        " (newest {} ago, tolerance {})",
-                        gate::human_ms(now_ms() - a.started_ms),
-                        a.tolerance.describe()
-                    ))
-                    .unwrap_or_default()
-            );
-        }
-        println!("  statement statistics: {}", v.statements.describe());
-        if let StatementUse::Used { statements, .. } = &v.statements {
-            for s in statements.iter().take(10) {
-                println!("    {} call(s): {}", s.calls, s.text);
-            }
-        }
-        for r in &v.reasons {
-            println!("  reason: {r}");
-        }
-        for n in &v.notes {
-            println!("  note: {n}");
-        }
-    }
-    for n in &o.notes {
-        println!("  note: {n}");
-    }
-    if let Some(a) = &o.final_audit {
-        println!(
-            "  final audit{}: {} rows checked, {} drifting, {} (report {})",
-            a.id.map(|i| format!(" #{i}")).unwrap_or_default(),
-            a.rows_checked,
-            a.drifting_rows,
-            if a.passed { "PASS" } else { "FAIL" },
-            a.report
-        );
-    }
-    if let Some(a) = &o.archive {
-        println!(
-            "  archived {} row(s) into {} (contract run #{}, covered by audit {}): {} non-NULL, sum {}, sum of squares {}; verified",
-            a.checksum.rows,
-            a.table,
-            a.contract_id,
-            a.audit_id.map(|i| format!("#{i}")).unwrap_or_else(|| "-".into()),
-            a.checksum.non_null,
-            a.checksum.sum,
-            a.checksum.sum_squares
-        );
-        if let (Some(csv), Some(sha)) = (&a.csv, &a.csv_sha256) {
-            println!("  archive CSV: {csv} (sha256 {sha}); verified");
-        }
-    }
-    if o.executed {
-        println!("  ran:");
-    } else {
-        println!(
-            "  DDL{}:",
-            if opts.execute {
-                " (not run)"
-            } else {
-                " it would run"
-            }
-        );
-    }
-    for line in &o.ddl {
-        println!("    {line}");
-    }
-    if let Some(reason) = &o.forced {
-        println!("  forced: {reason} (recorded in the ledger)");
-    }
-    if let Some(f) = &o.failure {
-        println!("  failed: {}", f.message);
-        if let Some(detail) = &f.detail {
-            println!("  database detail: {detail}");
-        }
-    } else if o.executed {
-        println!(
-            "  done: {} dropped (ledger run #{})",
-            o.target.describe(),
-            o.ledger_id.unwrap_or_default()
-        );
-    } else if !opts.execute {
-        let open = o.verdict.as_ref().is_some_and(|v| v.open);
-        if open {
-            println!("  dry run: nothing was changed; --execute archives the values and drops");
-        } else if opts.force {
-            println!(
-                "  dry run: nothing was changed; with --execute, --force would bypass the gate"
-            );
-        } else {
-            println!("  dry run: nothing was changed");
-        }
-    } else {
-        println!("  refused: nothing was archived or dropped");
-    }
+    let mut out = std::io::stdout().lock();
+    let _ = crate::render::text::contract(&mut out, o, dsn, opts);
 }
 
 #[cfg(test)]

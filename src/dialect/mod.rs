@@ -310,6 +310,25 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
 
     // ---- demo and generator ----
     // (what the demo and the generator need)
+
+    /// The statement that opens each of the generator's load transactions: `BEGIN`, or
+    /// `START TRANSACTION` on MySQL.
+    fn generator_begin(&self) -> &'static str;
+
+    /// The statement that opens a write transaction of the demo's application (dual-write
+    /// period): `BEGIN`, or `BEGIN IMMEDIATE` on SQLite (the write lock from the start, so two
+    /// writers never deadlock on the upgrade).
+    fn demo_begin_write(&self) -> &'static str;
+
+    /// The demo application's forward-only watermark write into `read_watermarks (user_id,
+    /// conversation_id, last_read_id)`, with three bind parameters in that order: insert, or
+    /// keep the larger of the stored and the new `last_read_id`.
+    fn demo_watermark_upsert(&self) -> &'static str;
+
+    /// Whether the database is a file of the demo's own (SQLite: it is recreated, and copied
+    /// with `VACUUM INTO` for the destructive part) rather than a database on a server (it
+    /// must be empty or a demo's, and the contract runs on it).
+    fn demo_database_is_file(&self) -> bool;
     // ---- end demo and generator ----
 }
 
@@ -431,12 +450,15 @@ impl SqlContext {
             evidence: mapping
                 .evidence
                 .iter()
-                .map(|e| EvIdents {
-                    kind: e.kind.as_str(),
-                    table: e.table.as_deref().map(q).unwrap_or_default(),
-                    user: e.user.as_deref().map(q).unwrap_or_default(),
-                    conv: e.conversation.as_deref().map(q).unwrap_or_default(),
-                    column: e.column.as_deref().map(q).unwrap_or_default(),
+                .map(|e| {
+                    let src = e.source();
+                    EvIdents {
+                        kind: e.kind().as_str(),
+                        table: src.map(|s| q(&s.table)).unwrap_or_default(),
+                        user: src.map(|s| q(&s.user)).unwrap_or_default(),
+                        conv: src.map(|s| q(&s.conversation)).unwrap_or_default(),
+                        column: src.map(|s| q(&s.column)).unwrap_or_default(),
+                    }
                 })
                 .collect(),
             wm: q(&mapping.watermarks.table),

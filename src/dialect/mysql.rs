@@ -322,6 +322,23 @@ impl SqlDialect for Mysql {
 
     // ---- demo and generator ----
     // (what the demo and the generator need)
+
+    fn generator_begin(&self) -> &'static str {
+        "START TRANSACTION"
+    }
+
+    fn demo_begin_write(&self) -> &'static str {
+        "BEGIN"
+    }
+
+    fn demo_watermark_upsert(&self) -> &'static str {
+        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE last_read_id = GREATEST(last_read_id, VALUES(last_read_id))"
+    }
+
+    fn demo_database_is_file(&self) -> bool {
+        false
+    }
     // ---- end demo and generator ----
 }
 

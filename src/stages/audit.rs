@@ -22,7 +22,7 @@ use crate::ledger::{
     RunStatus, Stage,
 };
 use crate::mapping::{Mapping, Shape};
-use crate::progress::Progress;
+use crate::progress::Reporter;
 use crate::report::{cell, ReportWriter};
 use crate::schema::{self, KeyKind};
 
@@ -51,6 +51,8 @@ pub struct AuditOptions {
     pub allow_empty: bool,
     /// No progress output.
     pub quiet: bool,
+    /// Where progress goes (default: nowhere; the command line shows a bar).
+    pub progress: Reporter,
     /// Stop after the batch that crosses this much time; the run is recorded as incomplete
     /// (exit 4) and `resume` continues it.
     pub run_time: Option<Duration>,
@@ -84,6 +86,7 @@ impl Default for AuditOptions {
             checked: Checked::default(),
             allow_empty: false,
             quiet: true,
+            progress: Reporter::default(),
             run_time: None,
             resume: false,
             metrics_file: None,
@@ -672,7 +675,7 @@ async fn audit_batches(
             .try_get(0)?;
         n.max(0) as u64
     };
-    let mut progress = Progress::new("audit", "rows", total, opts.quiet);
+    let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
     progress.advance(summary.rows_checked);
     let mut stopped = false;
     let result: Result<()> = async {

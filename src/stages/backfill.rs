@@ -22,7 +22,7 @@ use crate::ledger::records::BackfillOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
 use crate::mapping::{EvidenceKind, Mapping};
-use crate::progress::Progress;
+use crate::progress::Reporter;
 use crate::schema::{self, KeyKind};
 
 /// Rows per upsert statement: 4 parameters a row stays below SQLite's 32 766 bind limit.
@@ -41,6 +41,8 @@ pub struct BackfillOptions {
     pub dry_run: bool,
     /// No progress output.
     pub quiet: bool,
+    /// Where progress goes (default: nowhere; the command line shows a bar).
+    pub progress: Reporter,
     /// Start over instead of resuming an unfinished run.
     pub restart: bool,
     /// Throttle: at most this many members per second.
@@ -68,6 +70,7 @@ impl Default for BackfillOptions {
             chunk_time: Duration::from_millis(500),
             dry_run: false,
             quiet: true,
+            progress: Reporter::default(),
             restart: false,
             max_rows_per_second: None,
             pause_between_batches: Duration::ZERO,
@@ -321,7 +324,9 @@ async fn run_batches(
     lock: Option<&RunnerLock>,
 ) -> Result<BackfillSummary> {
     let total = count_subjects(conn, ctx).await?;
-    let mut progress = Progress::new("backfill", "members", total, opts.quiet);
+    let mut progress = opts
+        .progress
+        .start("backfill", "members", total, opts.quiet);
     progress.advance(summary.members);
     let max = opts.batch_size.max(1);
     let mut size = if opts.chunk_time.is_zero() {
@@ -582,11 +587,13 @@ async fn plan_batch(
         let mut own: Option<i64> = None;
         for (i, e) in mapping.evidence.iter().enumerate() {
             let v: Option<i64> = row.try_get(3 + i)?;
-            match e.kind {
+            match e.kind() {
                 EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
                 EvidenceKind::OwnMessage => own = v,
                 _ if chosen.is_some() => {}
-                EvidenceKind::Position | EvidenceKind::Timestamp => chosen = v.map(|v| (v, e.kind)),
+                EvidenceKind::Position | EvidenceKind::Timestamp => {
+                    chosen = v.map(|v| (v, e.kind()))
+                }
                 EvidenceKind::Counter => {
                     if let Some(k) = v {
                         let (rank_pos, representable) = ranks

@@ -14,10 +14,11 @@ use std::time::Duration;
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use crate::scenario;
 use sqlx::{AnyConnection, Row};
+use tidemark::cli::contract::{run_cli, ContractArgs};
 use tidemark::dialect::Dialect;
 use tidemark::gate::{Reason, StatementUse};
 use tidemark::mapping::Mapping;
-use tidemark::stages::contract::{self, ContractArgs, ContractOptions, ContractOutcome};
+use tidemark::stages::contract::{self, ContractOptions, ContractOutcome};
 use tidemark::stages::{audit, backfill, expand, text};
 
 /// Conversations 1..=3, messages 1..=8 by u0, members u0..u2, counters that a counter-evidence
@@ -949,11 +950,11 @@ async fn cli_exit_codes(backend: Backend) {
         Wrap::try_parse_from(argv).unwrap().args
     };
     // Closed: exit 1.
-    assert_eq!(contract::run_cli(args(&[])).await.unwrap(), 1);
+    assert_eq!(run_cli(args(&[])).await.unwrap(), 1);
     // Bad input: exit 2.
-    let err = contract::run_cli(args(&["--force"])).await.unwrap_err();
+    let err = run_cli(args(&["--force"])).await.unwrap_err();
     assert_eq!(tidemark::error::exit_code(&err), 2);
-    let err = contract::run_cli(args(&[
+    let err = run_cli(args(&[
         "--drop-table",
         "--execute",
         "--force",
@@ -989,21 +990,19 @@ async fn cli_exit_codes(backend: Backend) {
         Wrap::try_parse_from(argv).unwrap().args
     };
     // Open: exit 0; with --execute: done, exit 0; again: nothing to drop, exit 0.
-    assert_eq!(contract::run_cli(args(&[])).await.unwrap(), 0);
+    assert_eq!(run_cli(args(&[])).await.unwrap(), 0);
     assert_eq!(
-        contract::run_cli(args(&["--min-clean-audits", "2"]))
-            .await
-            .unwrap(),
+        run_cli(args(&["--min-clean-audits", "2"])).await.unwrap(),
         1
     );
     assert_eq!(
-        contract::run_cli(args(&["--execute", "--audit-report", &report]))
+        run_cli(args(&["--execute", "--audit-report", &report]))
             .await
             .unwrap(),
         0
     );
     assert!(!s.column_exists("unread_counters", "unread_count").await);
-    assert_eq!(contract::run_cli(args(&["--execute"])).await.unwrap(), 0);
+    assert_eq!(run_cli(args(&["--execute"])).await.unwrap(), 0);
     s.finish().await;
 }
 

@@ -36,11 +36,6 @@ pub use sqlite_rebuild::{split_create_table, CreateTableParts};
 pub use state::{dropped_by, verdict};
 use state::{last_contract, table_columns};
 
-// Kept while tests/contract.rs imports them from here (they live in the CLI now: the stage
-// never prints); the tests helper moves that import to `tidemark::cli::contract`.
-#[doc(hidden)]
-pub use crate::cli::contract::{run_cli, ContractArgs};
-
 use anyhow::{Context, Result};
 use serde::Serialize;
 use sqlx::AnyConnection;

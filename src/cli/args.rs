@@ -1,0 +1,218 @@
+//! The command line's arguments (clap derive): every command and its options
+//! (`shared/spec/interface.md`).
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+use crate::db::Dsn;
+use crate::mapping::Mapping;
+
+/// Move a live chat database from unread counters to read watermarks, in stages:
+/// expand, backfill, audit (and later contract).
+#[derive(Debug, Parser)]
+#[command(name = "tidemark", version, about, long_about = None)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a legacy chat database with the faults of the seed articles injected (SQLite in
+    /// the current folder, or --database URL) and run the whole staged migration on it.
+    Demo(DemoArgs),
+    /// Print every statement each stage would run for this mapping and dialect. Writes
+    /// nothing.
+    Plan(Common),
+    /// Apply the versioned migrations: the watermark table and tidemark's ledger (DDL only).
+    Expand(ExpandArgs),
+    /// Fill each member's last_read_id from the best evidence, in batches, forward-only.
+    Backfill(BackfillArgs),
+    /// Recompute unread from watermarks, compare with the stored counters, write the CSV
+    /// drift report. Exit 1 when drift is above tolerance.
+    Audit(AuditArgs),
+    /// Show applied migrations, watermarks, the last audits and whether the contract gate
+    /// would open. Reads only.
+    Status(Common),
+    /// The gated drop of the counter: prints the gate's verdict and the exact DDL; changes
+    /// nothing without --execute. Exit 1 when the gate is closed.
+    Contract(super::contract::ContractArgs),
+}
+
+/// Options every database command takes.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Database URL: postgres://, mysql:// / mariadb://, or sqlite:PATH.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+    pub database: Option<String>,
+    /// The mapping file.
+    #[arg(long, default_value = "tidemark.toml", value_name = "FILE")]
+    pub mapping: PathBuf,
+}
+
+/// `demo` options.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo SQLite database (recreated on every run).
+    #[arg(long, default_value = "tidemark-demo.db", value_name = "FILE")]
+    pub path: PathBuf,
+    /// Run on this PostgreSQL or MariaDB database instead: it must be empty, or a demo's
+    /// (DATABASE_URL is deliberately not read here).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Members to generate (about 3 messages each).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub scale: u64,
+    /// Generator seed: the same seed builds the same database.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `expand` options.
+#[derive(Debug, Args)]
+pub struct ExpandArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Print the DDL of the pending migrations and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `backfill` options.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Most members per batch (whole conversations; a batch never splits one).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// Time target per batch: the size follows the last batches' timings, up to --batch-size
+    /// ("0s" keeps --batch-size fixed).
+    #[arg(long, default_value = "500ms", value_name = "DURATION")]
+    pub chunk_time: humantime::Duration,
+    /// Compute what would be written, print the statements, and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Start over instead of continuing an unfinished run.
+    #[arg(long)]
+    pub restart: bool,
+    /// Throttle: at most this many members per second.
+    #[arg(long, value_name = "N")]
+    pub max_rows_per_second: Option<f64>,
+    /// Throttle: pause after every batch.
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub pause_between_batches: humantime::Duration,
+    /// Throttle: wait while this file exists.
+    #[arg(long, value_name = "PATH")]
+    pub pause_file: Option<PathBuf>,
+    /// Longest lock wait per statement (lock_timeout, innodb_lock_wait_timeout, busy_timeout).
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub lock_timeout: humantime::Duration,
+    /// Retries of a batch that hit a lock wait, with exponential backoff and jitter.
+    #[arg(long, default_value_t = 5)]
+    pub retries: usize,
+    /// Skip counting the members whose unread number will change once the counters are gone
+    /// (it runs the audit's statement after each batch: about one audit's time in all).
+    #[arg(long)]
+    pub skip_change_count: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Output format of `audit`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    /// A summary for people.
+    Text,
+    /// The summary as one JSON object on stdout.
+    Json,
+}
+
+/// `audit` options.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Where to write the CSV drift report.
+    #[arg(long, default_value = "tidemark-drift.csv", value_name = "FILE")]
+    pub report: PathBuf,
+    /// Compare counts as "N+": counting stops at N+1 and both sides are clamped to N+1.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(0..))]
+    pub cap: Option<i64>,
+    /// Rows per batch (counter rows, or messages for per_message).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// Tolerance: drifting rows allowed. With no tolerance option any drifting row fails;
+    /// once any is given, only the limits given are checked.
+    #[arg(long, value_name = "N")]
+    pub max_drift_rows: Option<u64>,
+    /// Tolerance: drifting rows / rows checked allowed (0 to 1).
+    #[arg(long, value_name = "R", value_parser = parse_ratio)]
+    pub max_drift_ratio: Option<f64>,
+    /// Tolerance: largest |drift| allowed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub max_abs_drift: Option<i64>,
+    /// Accept an audit whose scope checks no row (without it: exit 2).
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Write nothing to the database (runs with SELECT privileges only).
+    #[arg(long)]
+    pub no_ledger: bool,
+    /// Stop after the batch that crosses this much time (e.g. "20m"): exit 4, and `--resume`
+    /// continues the same run.
+    #[arg(long, value_name = "DURATION")]
+    pub run_time: Option<humantime::Duration>,
+    /// Continue the newest incomplete audit (same options) where it stopped.
+    #[arg(long)]
+    pub resume: bool,
+    /// Also write the summary as a Prometheus text file (node_exporter textfile collector).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+    /// Also keep every drifting row in the ledger table tidemark_drift_rows.
+    #[arg(long)]
+    pub store_rows: bool,
+    /// Audit only conversations FROM..TO (inclusive, by conversation key).
+    #[arg(long, value_name = "FROM..TO")]
+    pub conversations: Option<String>,
+    /// Audit a deterministic sample of this percentage of the conversations (by key).
+    #[arg(long, value_name = "PERCENT")]
+    pub sample: Option<f64>,
+    /// Longest lock wait per statement.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub lock_timeout: humantime::Duration,
+    /// Leave out conversations whose newest message is younger than this (e.g. "5m"): writes
+    /// still in flight are not drift. Needs messages.created_at.
+    #[arg(long, value_name = "DURATION")]
+    pub min_age: Option<humantime::Duration>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=1.0).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("{r} is outside 0..=1"))
+    }
+}
+
+impl Common {
+    /// The DSN and the mapping, in that order of checks (both are bad input when wrong).
+    pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
+        let dsn = Dsn::parse(self.database.as_deref().unwrap_or_default())?;
+        let mapping = Mapping::load(&self.mapping)?;
+        Ok((dsn, mapping))
+    }
+}

@@ -1,0 +1,279 @@
+//! The command line: its arguments ([`args`]), the dispatch of each command to its stage, and
+//! the printing of what the stage returned (through [`crate::render`]) on stdout, with progress
+//! on stderr ([`progress`]). This module is the only one that knows about the terminal; the
+//! exit code of an [`Outcome`] is chosen in `main.rs`.
+
+use anyhow::Result;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::db::Dsn;
+use crate::mapping::Mapping;
+use crate::render::{json, text};
+use crate::stages::{audit, backfill, expand, status};
+
+pub mod args;
+pub mod contract;
+pub mod progress;
+
+pub use args::{AuditArgs, BackfillArgs, Cli, Command, Common, DemoArgs, ExpandArgs, Format};
+
+/// How a command ended, when it ended without an error (`main.rs` turns it into the exit
+/// code of `shared/spec/interface.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done; for `audit`, drift within tolerance; for `contract`, the gate open (or the
+    /// counter dropped, or nothing to drop).
+    Done,
+    /// `audit` found drift above tolerance.
+    DriftAboveTolerance,
+    /// `contract`: the gate is closed, nothing was dropped.
+    GateClosed,
+    /// Stopped before covering every row (`audit --run-time`, or a backfill stopped by
+    /// Ctrl-C); running the same command again continues from the checkpoint.
+    Incomplete,
+}
+
+/// The progress sink of a command: stderr, or none with `--quiet`.
+fn reporter(quiet: bool) -> crate::progress::Reporter {
+    if quiet {
+        crate::progress::Reporter::none()
+    } else {
+        progress::Stderr::reporter()
+    }
+}
+
+/// Runs a parsed command line and returns how it ended.
+pub async fn run(cli: Cli) -> Result<Outcome> {
+    let mut stdout = std::io::stdout();
+    let out: &mut dyn Write = &mut stdout;
+    match cli.command {
+        Command::Demo(args) => {
+            crate::demo::run(
+                &crate::demo::DemoOptions {
+                    path: args.path,
+                    database: args.database,
+                    scale: args.scale,
+                    seed: args.seed,
+                    quiet: args.quiet,
+                    progress: reporter(args.quiet),
+                },
+                out,
+            )
+            .await?;
+            Ok(Outcome::Done)
+        }
+        Command::Expand(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let report = expand::run(&mut conn, &mapping, dsn.dialect, args.dry_run).await?;
+            text::expand(out, &report, &dsn)?;
+            Ok(Outcome::Done)
+        }
+        Command::Backfill(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            tokio::spawn(async move {
+                // Ctrl-C, and SIGTERM (systemd, kill): finish the batch, record it, stop.
+                let name = stop_signal().await;
+                eprintln!("\ntidemark: {name}: finishing the current batch, then stopping");
+                flag.store(true, Ordering::SeqCst);
+            });
+            let opts = backfill::BackfillOptions {
+                batch_size: args.batch_size,
+                chunk_time: args.chunk_time.into(),
+                dry_run: args.dry_run,
+                quiet: args.quiet,
+                progress: reporter(args.quiet),
+                restart: args.restart,
+                max_rows_per_second: args.max_rows_per_second,
+                pause_between_batches: args.pause_between_batches.into(),
+                pause_file: args.pause_file.clone(),
+                lock_timeout: args.lock_timeout.into(),
+                retries: args.retries,
+                stop: Some(stop),
+                count_changes: !args.skip_change_count,
+            };
+            let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+            if args.dry_run {
+                let statements = backfill::statements(&mapping, dsn.dialect)?;
+                text::backfill_plan(out, &dsn, args.batch_size, &statements)?;
+            }
+            text::backfill(out, &summary, args.dry_run)?;
+            if summary.interrupted {
+                text::backfill_interrupted(out, &summary)?;
+                return Ok(Outcome::Incomplete);
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Audit(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let (scope, scope_description) = audit_scope(&args, &mut conn, &mapping, &dsn).await?;
+            let quiet = args.quiet || args.format == Format::Json;
+            let opts = audit::AuditOptions {
+                cap: args.cap,
+                report: args.report.clone(),
+                batch_size: args.batch_size,
+                ledger: !args.no_ledger,
+                max_drift_rows: args.max_drift_rows.unwrap_or(0),
+                max_drift_ratio: args.max_drift_ratio.unwrap_or(0.0),
+                max_abs_drift: args.max_abs_drift.unwrap_or(0),
+                checked: crate::ledger::records::Checked::given(
+                    args.max_drift_rows.is_some(),
+                    args.max_drift_ratio.is_some(),
+                    args.max_abs_drift.is_some(),
+                ),
+                allow_empty: args.allow_empty,
+                quiet,
+                progress: reporter(quiet),
+                run_time: args.run_time.map(Into::into),
+                resume: args.resume,
+                metrics_file: args.metrics_file.clone(),
+                store_rows: args.store_rows,
+                scope,
+                scope_description,
+                lock_timeout: args.lock_timeout.into(),
+                min_age: args.min_age.map(Into::into),
+            };
+            let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+            match args.format {
+                Format::Json => json::audit(out, &outcome.summary)?,
+                Format::Text => text::audit(out, &outcome.summary)?,
+            }
+            Ok(if !outcome.summary.passed {
+                Outcome::DriftAboveTolerance
+            } else if !outcome.summary.complete {
+                Outcome::Incomplete
+            } else {
+                Outcome::Done
+            })
+        }
+        Command::Status(common) => {
+            let (dsn, mapping) = common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            let s = status::run(&mut conn, &mapping, dsn.dialect).await?;
+            text::status(out, &s, &dsn, &mapping)?;
+            Ok(Outcome::Done)
+        }
+        Command::Contract(args) => {
+            let code = contract::run_cli(args).await?;
+            Ok(if code == crate::error::EXIT_OK {
+                Outcome::Done
+            } else {
+                Outcome::GateClosed
+            })
+        }
+        Command::Plan(common) => {
+            let (dsn, mapping) = common.resolve()?;
+            let mut conn = dsn.connect().await?;
+            plan(out, &mut conn, &mapping, &dsn).await?;
+            Ok(Outcome::Done)
+        }
+    }
+}
+
+/// Waits for Ctrl-C or SIGTERM and names which came.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "Ctrl-C",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "Ctrl-C"
+}
+/// The audit's scope from `--conversations` and `--sample`, with its description.
+async fn audit_scope(
+    args: &AuditArgs,
+    conn: &mut sqlx::AnyConnection,
+    mapping: &Mapping,
+    dsn: &Dsn,
+) -> Result<(crate::stages::Scope, Vec<String>)> {
+    use crate::stages::{Key, Scope};
+    let mut scope = Scope::default();
+    let mut description = Vec::new();
+    if args.conversations.is_none() && args.sample.is_none() {
+        return Ok((scope, description));
+    }
+    let ctx = crate::dialect::SqlContext::new(mapping, dsn.dialect);
+    let (_, conv) = crate::schema::watermark_key_types(conn, mapping, &ctx).await?;
+    if let Some(range) = &args.conversations {
+        let (from, to) = range.split_once("..").ok_or_else(|| {
+            crate::error::input_error(format!(
+                "--conversations {range:?}: expected FROM..TO, e.g. 1..5000"
+            ))
+        })?;
+        let key = |text: &str| -> Result<Option<Key>> {
+            if text.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(match conv.kind {
+                crate::schema::KeyKind::Integer => Key::Int(text.parse().map_err(|_| {
+                    crate::error::input_error(format!(
+                        "--conversations {range:?}: {text:?} is not an integer (the conversation key is an integer column)"
+                    ))
+                })?),
+                crate::schema::KeyKind::Text => Key::Text(text.to_string()),
+            }))
+        };
+        scope.from = key(from)?;
+        scope.to = key(to)?;
+        // Text keys order by the database's collation, so only integer ranges are checked here.
+        if let (Some(Key::Int(a)), Some(Key::Int(b))) = (&scope.from, &scope.to) {
+            if a > b {
+                return Err(crate::error::input_error(format!(
+                    "--conversations {range:?}: FROM is after TO, so the range is empty"
+                )));
+            }
+        }
+        description.push(format!("conversations {range}"));
+    }
+    if let Some(percent) = args.sample {
+        scope.sample_sql = Some(Scope::sample(dsn.dialect, conv.kind, percent)?);
+        description.push(format!("sample {percent}% of conversations (by key)"));
+    }
+    Ok((scope, description))
+}
+
+/// Prints every statement of every stage (`tidemark plan`). Reads the schema; writes nothing.
+async fn plan(
+    out: &mut dyn Write,
+    conn: &mut sqlx::AnyConnection,
+    mapping: &Mapping,
+    dsn: &Dsn,
+) -> Result<()> {
+    text::plan_header(out, dsn, mapping)?;
+    let report = expand::run(conn, mapping, dsn.dialect, true).await?;
+    text::expand(out, &report, dsn)?;
+    text::plan_statements(
+        out,
+        "2. backfill: per batch of whole conversations (lo, hi]",
+        &backfill::statements(mapping, dsn.dialect)?,
+    )?;
+    text::plan_statements(
+        out,
+        "3. audit: per batch of whole conversations (lo, hi]",
+        &audit::statements(mapping, dsn.dialect, None)?,
+    )?;
+    let dry = crate::stages::contract::ContractOptions {
+        quiet: true,
+        ..Default::default()
+    };
+    match crate::stages::contract::run(conn, mapping, dsn.dialect, &dry).await {
+        Ok(o) => match &o.nothing_to_drop {
+            Some(why) => text::plan_end(out, text::PlanContract::NothingToDrop(why))?,
+            None => text::plan_end(out, text::PlanContract::Ddl(&o.ddl))?,
+        },
+        Err(e) => text::plan_end(out, text::PlanContract::NotYet(&crate::error::describe(&e)))?,
+    }
+    Ok(())
+}

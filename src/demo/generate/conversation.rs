@@ -1,0 +1,407 @@
+//! One conversation at a time: its members, messages, receipts and counters, with the drift
+//! injected into chosen counters (and the classification rules the injection is checked
+//! against).
+
+use anyhow::{bail, Result};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use super::loader::{Loader, T_COUNTERS, T_MEMBERS, T_MESSAGES, T_RECEIPTS};
+use super::*;
+
+/// One member of the conversation being generated.
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    pub(super) user: u64,
+    pub(super) active: bool,
+    /// Messages with an index up to this one came before the member joined.
+    pub(super) join_idx: Option<usize>,
+    /// Indexes of the member's own messages, ascending.
+    pub(super) own: Vec<usize>,
+    /// How many of `own` are countable, as a prefix sum: own_countable[i] = countable among
+    /// own[..i].
+    pub(super) own_countable: Vec<u32>,
+}
+
+/// The counts the audit classifies a row by (semantics.md "Drift classes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Facts {
+    /// Countable messages after the watermark, not own, after the join position.
+    pub(super) recomputed: i64,
+    /// Own messages (any) after the watermark and the join position.
+    pub(super) own: i64,
+    /// Not-countable messages after the watermark and the join position, not own.
+    pub(super) excluded: i64,
+    /// Countable messages after the join position, not own, whatever the watermark.
+    pub(super) total: i64,
+}
+
+/// The class a per-member counter row gets by semantics.md's table (no cap, the legacy counter
+/// counted every message), or None when it does not drift. An independent copy of the rules,
+/// used to check every injected value.
+pub(super) fn expected_class(stored: Option<i64>, is_member: bool, f: &Facts) -> Option<usize> {
+    let recomputed = if is_member { f.recomputed } else { 0 };
+    let Some(s) = stored else {
+        return Some(NULL_COUNTER);
+    };
+    if s == recomputed {
+        return None;
+    }
+    Some(if !is_member {
+        ORPHAN
+    } else if s < 0 {
+        NEGATIVE
+    } else if f.own > 0 && s == recomputed + f.own {
+        OWN
+    } else if f.excluded > 0 && s == recomputed + f.excluded {
+        EXCLUDED
+    } else if s == 0 && recomputed > 0 {
+        CLEARED
+    } else if s > f.total {
+        EXCEEDS
+    } else if s > recomputed {
+        OVERCOUNT
+    } else {
+        UNDERCOUNT
+    })
+}
+
+/// The generator's state between conversations.
+pub(super) struct Gen {
+    pub(super) rng: Rng,
+    pub(super) plan: Plan,
+    pub(super) done: u64,
+    pub(super) injected: [u64; 9],
+    pub(super) truth: GroundTruth,
+}
+
+impl Gen {
+    /// Whether to inject class `c` now: keeps each class close to an even spread of its
+    /// target over the member rows, with some randomness.
+    pub(super) fn go(&mut self, c: usize) -> bool {
+        let target = self.plan.targets[c];
+        let have = self.injected[c];
+        if have >= target {
+            return false;
+        }
+        let done = self.done + 1;
+        let due =
+            (u128::from(target) * u128::from(done)).div_ceil(u128::from(self.plan.total)) as u64;
+        if have + 1 < due || done * 20 >= self.plan.total * 19 {
+            return true;
+        }
+        have < due && self.rng.chance(0.2)
+    }
+
+    pub(super) fn size(&mut self, remaining: u64) -> u64 {
+        let u = self.rng.unit();
+        let mut n = if u < self.plan.p_dm {
+            2
+        } else if u < self.plan.p_dm + self.plan.p_small {
+            let v = self.rng.unit();
+            3 + (18.0 * v * v * v * v) as u64
+        } else {
+            let v = self.rng.unit();
+            let spread = self.plan.large_max.saturating_sub(self.plan.large_min);
+            self.plan.large_min + (spread as f64 * v * v * v) as u64
+        };
+        n = n.min(remaining);
+        if remaining - n == 1 {
+            n += 1;
+        }
+        n
+    }
+
+    /// Generates conversation `conv` into `out`.
+    pub(super) fn conversation(&mut self, conv: i64, out: &mut Loader) -> Result<()> {
+        let remaining = self.plan.total - self.done;
+        let n = self.size(remaining) as usize;
+        let large = n > 20;
+
+        // Distinct users.
+        let mut seen = HashSet::with_capacity(n);
+        let mut users = Vec::with_capacity(n);
+        while users.len() < n {
+            let u = 1 + self.rng.below(self.plan.users);
+            if seen.insert(u) {
+                users.push(u);
+            }
+        }
+
+        // Message count: ~3 per member, skewed (x has mean ~1, median ~0.5, max ~12.7).
+        let m = if self.rng.chance(0.03) {
+            0
+        } else {
+            let x = 0.254 / (self.rng.unit() + 0.02);
+            ((n as f64 * 3.0 * x) as u64 + self.rng.below(2)).min(self.plan.max_messages) as usize
+        };
+
+        let mut members: Vec<Member> = users
+            .iter()
+            .map(|&user| Member {
+                user,
+                active: true,
+                join_idx: None,
+                own: Vec::new(),
+                own_countable: vec![0],
+            })
+            .collect();
+        for (i, mb) in members.iter_mut().enumerate() {
+            mb.active = !self.rng.chance(0.03);
+            if i > 0 && n >= 3 && m >= 2 && self.rng.chance(0.15) {
+                mb.join_idx = Some(self.rng.below(m as u64) as usize);
+            }
+        }
+
+        // Positions with occasional gaps, flags, senders, times.
+        let mut ids = Vec::with_capacity(m);
+        let mut countable = Vec::with_capacity(m);
+        let mut next: i64 = 1;
+        let mut t: i64 = 1_600_000_000 + self.rng.below(60_000_000) as i64;
+        for i in 0..m {
+            if self.rng.chance(0.02) {
+                next += 1 + self.rng.below(3) as i64;
+            }
+            let id = next;
+            next += 1;
+            t += 1 + self.rng.below(3600) as i64;
+            let system = self.rng.chance(0.02);
+            let deleted = !system && self.rng.chance(0.03);
+            let sender = if system {
+                None
+            } else {
+                let v = self.rng.unit();
+                let skew = if large { v * v * v } else { v * v };
+                let mut s = if n == 2 {
+                    self.rng.below(2) as usize
+                } else {
+                    ((n as f64 * skew) as usize).min(n - 1)
+                };
+                if members[s].join_idx.is_some_and(|j| i <= j) {
+                    s = 0;
+                }
+                Some(s)
+            };
+            let c = !system && !deleted;
+            if let Some(s) = sender {
+                let mb = &mut members[s];
+                mb.own.push(i);
+                let last = *mb.own_countable.last().unwrap_or(&0);
+                mb.own_countable.push(last + u32::from(c));
+            }
+            ids.push(id);
+            countable.push(c);
+            let row = out.row(T_MESSAGES);
+            let _ = match sender {
+                Some(s) => write!(
+                    row,
+                    "({conv}, {id}, 'u{}', {}, 0, {t}, NULL)",
+                    members[s].user,
+                    i32::from(deleted)
+                ),
+                None => write!(row, "({conv}, {id}, 'system', 0, 1, {t}, NULL)"),
+            };
+        }
+        self.truth.messages += m as u64;
+
+        // Suffix counts: countable and not countable messages at index >= i.
+        let mut suf_c = vec![0i64; m + 1];
+        let mut suf_n = vec![0i64; m + 1];
+        for i in (0..m).rev() {
+            suf_c[i] = suf_c[i + 1] + i64::from(countable[i]);
+            suf_n[i] = suf_n[i + 1] + i64::from(!countable[i]);
+        }
+        // Facts for a member whose messages count from index `s` on.
+        let facts = |mb: &Member, s: usize| -> Facts {
+            let s0 = mb.join_idx.map_or(0, |j| j + 1);
+            let from = |s: usize| {
+                let k = mb.own.partition_point(|&i| i < s);
+                let own_all = (mb.own.len() - k) as i64;
+                let own_c = i64::from(mb.own_countable[mb.own.len()] - mb.own_countable[k]);
+                (own_all, own_c)
+            };
+            let (own_all, own_c) = from(s);
+            let (_, own_c0) = from(s0);
+            Facts {
+                recomputed: suf_c[s] - own_c,
+                own: own_all,
+                excluded: suf_n[s] - (own_all - own_c),
+                total: suf_c[s0] - own_c0,
+            }
+        };
+
+        let mut phantoms: Vec<u64> = Vec::new();
+        for mb in &members {
+            let first = mb.join_idx.map_or(0, |j| j + 1);
+            {
+                let row = out.row(T_MEMBERS);
+                let _ = match mb.join_idx {
+                    Some(j) => write!(
+                        row,
+                        "({conv}, 'u{}', {}, {})",
+                        mb.user,
+                        i32::from(mb.active),
+                        ids[j]
+                    ),
+                    None => write!(
+                        row,
+                        "({conv}, 'u{}', {}, NULL)",
+                        mb.user,
+                        i32::from(mb.active)
+                    ),
+                };
+            }
+            let stored: Option<Option<i64>>; // None: no counter row
+            if !mb.active {
+                // Left: sometimes an old receipt, a counter of 0 or none, or an orphan.
+                if first < m && self.rng.chance(0.3) {
+                    let w = first + self.rng.below((m - first) as u64) as usize;
+                    let _ = write!(out.row(T_RECEIPTS), "({conv}, 'u{}', {})", mb.user, ids[w]);
+                    self.truth.receipt_rows += 1;
+                }
+                if self.go(ORPHAN) {
+                    self.injected[ORPHAN] += 1;
+                    if self.rng.chance(0.3) {
+                        // A counter row with no member row at all.
+                        let user = loop {
+                            let u = 1 + self.rng.below(self.plan.users);
+                            if !seen.contains(&u) && !phantoms.contains(&u) {
+                                break u;
+                            }
+                        };
+                        phantoms.push(user);
+                        let value = 1 + self.rng.below(20) as i64;
+                        let _ = write!(out.row(T_COUNTERS), "({conv}, 'u{user}', {value})");
+                        self.truth.counter_rows += 1;
+                        stored = Some(Some(0));
+                    } else {
+                        stored = Some(Some(1 + self.rng.below(20) as i64));
+                    }
+                } else if self.rng.chance(0.1) {
+                    stored = None;
+                } else {
+                    stored = Some(Some(0));
+                }
+            } else if first < m && self.rng.chance(0.6) {
+                // Receipt-backed: the watermark is the highest receipt.
+                let w = if self.rng.chance(0.35) {
+                    m - 1
+                } else {
+                    let v = self.rng.unit();
+                    let back = ((m - first) as f64 * v * v * v) as usize;
+                    (m - 1).saturating_sub(back).max(first)
+                };
+                let older = if self.rng.chance(0.2) {
+                    Some(first + self.rng.below((w - first + 1) as u64) as usize)
+                } else {
+                    None
+                };
+                let mut receipts = vec![ids[w]];
+                if let Some(o) = older {
+                    receipts.push(ids[o]);
+                    if self.rng.chance(0.5) {
+                        receipts.swap(0, 1);
+                    }
+                }
+                for r in receipts {
+                    let _ = write!(out.row(T_RECEIPTS), "({conv}, 'u{}', {r})", mb.user);
+                    self.truth.receipt_rows += 1;
+                }
+                let f = facts(mb, w + 1);
+                let value = self.inject(&f)?;
+                stored = Some(value);
+            } else {
+                // Counter-only: the counter defines the watermark; any k in 0..=L is true.
+                let l = facts(mb, first).total;
+                let k = if l == 0 || self.rng.chance(0.45) {
+                    0
+                } else if self.rng.chance(0.1) {
+                    l
+                } else {
+                    let v = self.rng.unit();
+                    1 + ((l - 1) as f64 * v * v * v) as i64
+                };
+                stored = Some(Some(k.min(l)));
+            }
+            if let Some(value) = stored {
+                let row = out.row(T_COUNTERS);
+                let _ = match value {
+                    Some(v) => write!(row, "({conv}, 'u{}', {v})", mb.user),
+                    None => write!(row, "({conv}, 'u{}', NULL)", mb.user),
+                };
+                self.truth.counter_rows += 1;
+            }
+            self.done += 1;
+        }
+        self.truth.members += n as u64;
+        self.truth.conversations += 1;
+        Ok(())
+    }
+
+    /// The stored counter of a receipt-backed active member with facts `f`: the true value, or
+    /// a drifting value of one class when that class is due and the member allows it.
+    pub(super) fn inject(&mut self, f: &Facts) -> Result<Option<i64>> {
+        let start = self.rng.below(9) as usize;
+        for step in 0..9 {
+            let c = (start + step) % 9;
+            let Some(value) = self.candidate(c, f) else {
+                continue;
+            };
+            if !self.go(c) {
+                continue;
+            }
+            let got = expected_class(value, true, f);
+            if got != Some(c) {
+                bail!(
+                    "generate: internal error: value {value:?} for {f:?} meant as {} classifies as {:?}",
+                    DriftClass::ALL[c],
+                    got.map(|g| DriftClass::ALL[g])
+                );
+            }
+            self.injected[c] += 1;
+            return Ok(value);
+        }
+        Ok(Some(f.recomputed))
+    }
+
+    /// A stored value of class `c` for a member with facts `f`, if the member allows one.
+    pub(super) fn candidate(&mut self, c: usize, f: &Facts) -> Option<Option<i64>> {
+        let (t, o, e, total) = (f.recomputed, f.own, f.excluded, f.total);
+        // A drift d that would be read as own or excluded messages counted.
+        let taken = |d: i64| (o > 0 && d == o) || (e > 0 && d == e);
+        match c {
+            NULL_COUNTER => Some(None),
+            NEGATIVE => Some(Some(-1 - self.rng.below(5) as i64)),
+            OWN if o > 0 => Some(Some(t + o)),
+            EXCLUDED if e > 0 && e != o => Some(Some(t + e)),
+            CLEARED if t > 0 => Some(Some(0)),
+            EXCEEDS => {
+                let mut s = total + 1 + self.rng.below(5) as i64;
+                while taken(s - t) {
+                    s += 1;
+                }
+                Some(Some(s))
+            }
+            OVERCOUNT => {
+                let room = total - t;
+                let mut blocked = [o, e];
+                blocked.sort_unstable();
+                let free = room
+                    - (blocked[0] >= 1 && blocked[0] <= room) as i64
+                    - (blocked[1] >= 1 && blocked[1] <= room && blocked[1] != blocked[0]) as i64;
+                if room < 1 || free < 1 {
+                    return None;
+                }
+                let mut d = 1 + self.rng.below(room.min(10) as u64) as i64;
+                while taken(d) {
+                    d = d % room + 1;
+                }
+                Some(Some(t + d))
+            }
+            UNDERCOUNT if t >= 2 => {
+                Some(Some(t - 1 - self.rng.below((t - 1).min(10) as u64) as i64))
+            }
+            _ => None,
+        }
+    }
+}

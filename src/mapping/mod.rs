@@ -1,0 +1,380 @@
+//! The mapping file (`tidemark.toml`): which legacy tables and columns hold the messages, the
+//! members, the stored counter and the read evidence (`shared/spec/interface.md`, "The mapping
+//! file").
+//!
+//! Every identifier is validated here and quoted later by the dialect; predicates
+//! (`countable`, `legacy_countable`, `active`) are SQL the DBA writes and owns, checked only for
+//! statement separators and comments. A file that does not parse, has an unknown key or an
+//! invalid identifier is reported as `file:line:col: what is wrong` (exit 2).
+//!
+//! [`parse`] reads the TOML and builds a [`Mapping`]; [`validate`] holds the identifier and
+//! predicate rules and the checks between sections (shape, evidence kinds).
+
+use serde::Deserialize;
+use std::path::Path;
+
+use crate::error::input_error;
+
+mod parse;
+mod validate;
+
+pub use parse::line_col;
+pub use validate::{check_identifier, check_predicate};
+
+/// A parsed and validated mapping.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    /// The messages table: positions, conversations, senders.
+    pub messages: Messages,
+    /// Membership (optional): active flag and join positions.
+    pub members: Option<Members>,
+    /// The legacy counter that the contract stage drops.
+    pub counter: Counter,
+    /// Read evidence, best first.
+    pub evidence: Vec<Evidence>,
+    /// The watermark table that `expand` creates.
+    pub watermarks: Watermarks,
+    /// SHA-256 (hex) of the normalised mapping: what the ledger keys audits and checkpoints by.
+    pub fingerprint: String,
+}
+
+/// `[messages]`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Messages {
+    /// Table, optionally `schema.table`.
+    pub table: String,
+    /// The position column: an integer increasing within a conversation.
+    pub id: String,
+    /// The conversation key column.
+    pub conversation: String,
+    /// The sender's user key column.
+    pub sender: String,
+    /// Creation time column, needed by `timestamp` evidence.
+    pub created_at: Option<String>,
+    /// SQL predicate on a messages row: what counts as unread now (default: every message).
+    pub countable: Option<String>,
+    /// SQL predicate: what the legacy counter counted (default: every message).
+    pub legacy_countable: Option<String>,
+}
+
+/// `[members]`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Members {
+    /// Table, optionally `schema.table`.
+    pub table: String,
+    /// User key column.
+    pub user: String,
+    /// Conversation key column.
+    pub conversation: String,
+    /// SQL predicate on a members row: the member is still in the conversation.
+    pub active: Option<String>,
+    /// Column: positions at or below it are not the member's.
+    pub join_position: Option<String>,
+}
+
+/// The legacy counter's shape (`shared/spec/semantics.md`, "Legacy shapes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// Shape A (seed 000): one counter per (user, conversation).
+    PerMember,
+    /// Shape B (seed 003): one counter per message, how many members have not read it.
+    PerMessage,
+}
+
+/// `[counter]`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counter {
+    /// per_member or per_message.
+    pub shape: Shape,
+    /// Table holding the counter; for per_message, the messages table (the default).
+    pub table: Option<String>,
+    /// User key column (per_member).
+    pub user: Option<String>,
+    /// Conversation key column (per_member).
+    pub conversation: Option<String>,
+    /// The counter column that `contract` drops.
+    pub column: String,
+}
+
+/// An evidence kind (`shared/spec/semantics.md`, "Backfill").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// A read position column or a receipts table (maximum per member).
+    Position,
+    /// A "last read at" time: the highest position created at or before it.
+    Timestamp,
+    /// The stored counter itself (per_member only).
+    Counter,
+    /// Lower bound: the member's own newest message.
+    OwnMessage,
+}
+
+impl EvidenceKind {
+    /// The name recorded as a watermark's provenance (`watermark_source` in the report).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceKind::Position => "position",
+            EvidenceKind::Timestamp => "timestamp",
+            EvidenceKind::Counter => "counter",
+            EvidenceKind::OwnMessage => "own_message",
+        }
+    }
+}
+
+/// One `[[evidence]]` entry: its kind, with the columns that kind reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// A read position column or a receipts table (maximum per member).
+    Position(EvidenceSource),
+    /// A "last read at" time column: the highest position created at or before it.
+    Timestamp(EvidenceSource),
+    /// The stored counter itself (per_member only); reads `[counter]`.
+    Counter,
+    /// Lower bound: the member's own newest message; reads the `[messages]` table.
+    OwnMessage,
+}
+
+/// The table and columns a `position` or `timestamp` evidence reads (all four required by
+/// the mapping file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceSource {
+    /// Table, optionally `schema.table`.
+    pub table: String,
+    /// User key column.
+    pub user: String,
+    /// Conversation key column.
+    pub conversation: String,
+    /// Position column (`position`) or time column (`timestamp`).
+    pub column: String,
+}
+
+impl Evidence {
+    /// The kind of this evidence.
+    pub fn kind(&self) -> EvidenceKind {
+        match self {
+            Evidence::Position(_) => EvidenceKind::Position,
+            Evidence::Timestamp(_) => EvidenceKind::Timestamp,
+            Evidence::Counter => EvidenceKind::Counter,
+            Evidence::OwnMessage => EvidenceKind::OwnMessage,
+        }
+    }
+
+    /// The table and columns read (`position` and `timestamp`), or None (`counter`,
+    /// `own_message`).
+    pub fn source(&self) -> Option<&EvidenceSource> {
+        match self {
+            Evidence::Position(s) | Evidence::Timestamp(s) => Some(s),
+            Evidence::Counter | Evidence::OwnMessage => None,
+        }
+    }
+}
+
+/// `[watermarks]`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Watermarks {
+    /// The watermark table's name, optionally `schema.table`.
+    pub table: String,
+}
+
+impl Mapping {
+    /// Reads and validates a mapping file.
+    ///
+    /// Errors (exit 2): the file is missing or unreadable, is not TOML, has an unknown or
+    /// missing key, an invalid identifier, a predicate with `;` or a comment, or an evidence
+    /// list that the shape cannot use. The message starts with `file:line:col:`.
+    pub fn load(path: &Path) -> anyhow::Result<Mapping> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            input_error(format!(
+                "{}: cannot read the mapping file: {e}",
+                path.display()
+            ))
+        })?;
+        Mapping::parse(&text, &path.display().to_string())
+    }
+
+    /// The table holding the counter (for per_message: the messages table).
+    pub fn counter_table(&self) -> &str {
+        self.counter
+            .table
+            .as_deref()
+            .unwrap_or(&self.messages.table)
+    }
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[messages]
+table = "messages"
+id = "id"
+conversation = "conv_id"
+sender = "sender_id"
+countable = "is_deleted = 0"
+
+[members]
+table = "members"
+user = "user_id"
+conversation = "conv_id"
+active = "active = 1"
+
+[counter]
+shape = "per_member"
+table = "unread_counters"
+user = "user_id"
+conversation = "conv_id"
+column = "unread_count"
+
+[[evidence]]
+kind = "position"
+table = "read_receipts"
+user = "user_id"
+conversation = "conv_id"
+column = "message_id"
+
+[[evidence]]
+kind = "counter"
+
+[watermarks]
+table = "read_watermarks"
+"#;
+
+    fn err(text: &str) -> String {
+        Mapping::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_the_documented_shape() {
+        let m = Mapping::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(m.counter.shape, Shape::PerMember);
+        assert_eq!(m.evidence.len(), 2);
+        assert_eq!(m.evidence[1].kind(), EvidenceKind::Counter);
+        assert_eq!(m.fingerprint.len(), 64);
+        assert_eq!(m.counter_table(), "unread_counters");
+    }
+
+    #[test]
+    fn fingerprint_ignores_formatting_but_not_content() {
+        let a = Mapping::parse(GOOD, "a").unwrap();
+        let b = Mapping::parse(
+            &GOOD.replace("table = \"messages\"", "table   =   \"messages\"  # c"),
+            "b",
+        )
+        .unwrap();
+        let c = Mapping::parse(&GOOD.replace("is_deleted = 0", "is_deleted = 1"), "c").unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert_ne!(a.fingerprint, c.fingerprint);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let e = err(&GOOD.replace(
+            "sender = \"sender_id\"",
+            "sender = \"sender_id\"\nsendr = \"x\"",
+        ));
+        assert!(e.starts_with("t.toml:7:1: [messages]"), "{e}");
+        assert!(e.contains("sendr"), "{e}");
+    }
+
+    #[test]
+    fn bad_identifier_points_at_its_value() {
+        let e = err(&GOOD.replace(
+            "conversation = \"conv_id\"\nsender",
+            "conversation = \"conv id; DROP\"\nsender",
+        ));
+        assert!(e.starts_with("t.toml:5:16: messages.conversation"), "{e}");
+    }
+
+    #[test]
+    fn toml_syntax_error_has_line_and_column() {
+        let e = err("[messages]\ntable = \n");
+        assert!(e.starts_with("t.toml:2:"), "{e}");
+    }
+
+    #[test]
+    fn predicates_are_single_expressions() {
+        assert!(check_predicate("deleted_at IS NULL AND kind <> 'system'").is_ok());
+        assert!(check_predicate("kind <> ';'").is_ok());
+        assert!(check_predicate("1=1; DROP TABLE x").is_err());
+        assert!(check_predicate("a = 1 -- hi").is_err());
+        assert!(check_predicate("(a = 1").is_err());
+        let e = err(&GOOD.replace("is_deleted = 0", "is_deleted = 0; DELETE FROM messages"));
+        assert!(e.contains("messages.countable"), "{e}");
+    }
+
+    #[test]
+    fn per_message_needs_position_evidence() {
+        let text = GOOD
+            .replace("shape = \"per_member\"\ntable = \"unread_counters\"\nuser = \"user_id\"\nconversation = \"conv_id\"\n", "shape = \"per_message\"\n")
+            .replace("[[evidence]]\nkind = \"counter\"\n", "");
+        assert!(Mapping::parse(&text, "t").is_ok());
+        let no_position = text.replace("kind = \"position\"", "kind = \"own_message\"")
+            .replace("table = \"read_receipts\"\nuser = \"user_id\"\nconversation = \"conv_id\"\ncolumn = \"message_id\"\n", "");
+        assert!(
+            err(&no_position).contains("no counter to derive"),
+            "{}",
+            err(&no_position)
+        );
+    }
+
+    #[test]
+    fn identifiers() {
+        assert!(check_identifier("public.messages", true).is_ok());
+        assert!(check_identifier("a.b.c", true).is_err());
+        assert!(check_identifier("public.messages", false).is_err());
+        assert!(check_identifier("1abc", false).is_err());
+        assert!(check_identifier("na`me", false).is_err());
+    }
+
+    #[test]
+    fn fingerprints_are_stable() {
+        // Computed before `Evidence` became an enum: the ledger keys audits and checkpoints by
+        // these, so the normalised JSON must not change.
+        let pm = GOOD
+            .replace("shape = \"per_member\"\ntable = \"unread_counters\"\nuser = \"user_id\"\nconversation = \"conv_id\"\n", "shape = \"per_message\"\n")
+            .replace("[[evidence]]\nkind = \"counter\"\n", "");
+        let demo =
+            crate::legacy_schema::mapping_toml(crate::legacy_schema::SHAPE_PER_MEMBER, false);
+        for (text, want) in [
+            (
+                GOOD.to_string(),
+                "d2351c7bf43906769143bd1185dcc4ef3fbb13921b1dd649f02dc69b33d15ea0",
+            ),
+            (
+                pm,
+                "8cf1f9c3e0c0d8a9a12d89d263ffa7cb1912317235a062792abcc8cf5e7d151e",
+            ),
+            (
+                demo,
+                "f79fc83451cc2e4ad6cda254c93d17ddaf94c737e3c6a03dffd67c217ad7bb0a",
+            ),
+        ] {
+            assert_eq!(Mapping::parse(&text, "t").unwrap().fingerprint, want);
+        }
+    }
+
+    #[test]
+    fn evidence_is_typed_by_kind() {
+        let m = Mapping::parse(GOOD, "t.toml").unwrap();
+        let source = m.evidence[0].source().unwrap();
+        assert_eq!(m.evidence[0].kind(), EvidenceKind::Position);
+        assert_eq!(
+            (source.table.as_str(), source.column.as_str()),
+            ("read_receipts", "message_id")
+        );
+        assert_eq!(m.evidence[1], Evidence::Counter);
+        assert!(m.evidence[1].source().is_none());
+    }
+}

@@ -1,0 +1,207 @@
+//! Reading the mapping file: TOML into its sections, each parsed on its own so that an error
+//! points into it (`file:line:col:`), then [`super::validate`], then the [`Mapping`] with its
+//! fingerprint.
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::ops::Range;
+use toml::Spanned;
+
+use super::{
+    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Mapping, Members, Messages, Watermarks,
+};
+use crate::error::input_error;
+
+/// The file's sections, each with its span.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMapping {
+    pub(super) messages: Spanned<toml::Table>,
+    pub(super) members: Option<Spanned<toml::Table>>,
+    pub(super) counter: Spanned<toml::Table>,
+    #[serde(default)]
+    pub(super) evidence: Vec<Spanned<toml::Table>>,
+    pub(super) watermarks: Spanned<toml::Table>,
+}
+
+/// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
+/// checked which ones its kind needs. Its JSON (all five keys, `null` when absent) is part of
+/// the mapping's fingerprint, so its fields and their names must not change.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename = "Evidence")] // the name serde's messages give
+pub(super) struct RawEvidence {
+    pub(super) kind: EvidenceKind,
+    pub(super) table: Option<String>,
+    pub(super) user: Option<String>,
+    pub(super) conversation: Option<String>,
+    pub(super) column: Option<String>,
+}
+
+impl RawEvidence {
+    /// The typed evidence; `None` when a column its kind needs is missing (rejected by
+    /// [`super::validate`] before this is called).
+    fn typed(&self) -> Option<Evidence> {
+        let source = || {
+            Some(EvidenceSource {
+                table: self.table.clone()?,
+                user: self.user.clone()?,
+                conversation: self.conversation.clone()?,
+                column: self.column.clone()?,
+            })
+        };
+        Some(match self.kind {
+            EvidenceKind::Position => Evidence::Position(source()?),
+            EvidenceKind::Timestamp => Evidence::Timestamp(source()?),
+            EvidenceKind::Counter => Evidence::Counter,
+            EvidenceKind::OwnMessage => Evidence::OwnMessage,
+        })
+    }
+}
+
+/// Turns a span of the mapping text into `origin:line:col: message` errors (exit 2).
+pub(super) struct Locator<'a> {
+    /// The mapping text.
+    pub(super) text: &'a str,
+    /// Its name in messages (a path, or `<demo>`).
+    pub(super) origin: &'a str,
+}
+
+impl Locator<'_> {
+    /// An input error at the start of `span` (line 1, column 1 when there is none).
+    pub(super) fn at(&self, span: Option<Range<usize>>, msg: &str) -> anyhow::Error {
+        let (line, col) = span.map(|s| line_col(self.text, s.start)).unwrap_or((1, 1));
+        input_error(format!("{}:{line}:{col}: {msg}", self.origin))
+    }
+
+    /// The span of `key`'s value in `table`.
+    pub(super) fn value_span(
+        &self,
+        table: &Spanned<toml::Table>,
+        key: &str,
+    ) -> Option<Range<usize>> {
+        find_value_span(self.text, table.span(), key)
+    }
+}
+
+impl Mapping {
+    /// Parses mapping text; `origin` names it in messages (a path, or `<demo>`).
+    ///
+    /// Errors (exit 2): as [`Mapping::load`], the message starting with `origin:line:col:`.
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Mapping> {
+        let loc = Locator { text, origin };
+        let raw: RawMapping = toml::from_str(text).map_err(|e| loc.at(e.span(), e.message()))?;
+        let messages: Messages = section(&loc, &raw.messages, "messages")?;
+        let members: Option<Members> = match &raw.members {
+            Some(t) => Some(section(&loc, t, "members")?),
+            None => None,
+        };
+        let counter: Counter = section(&loc, &raw.counter, "counter")?;
+        let mut evidence = Vec::new();
+        for e in &raw.evidence {
+            evidence.push(section::<RawEvidence>(&loc, e, "[evidence]")?);
+        }
+        let watermarks: Watermarks = section(&loc, &raw.watermarks, "watermarks")?;
+
+        super::validate::mapping(
+            &loc,
+            &raw,
+            &messages,
+            members.as_ref(),
+            &counter,
+            &evidence,
+            &watermarks,
+        )?;
+
+        let normalised = serde_json::json!({
+            "messages": messages, "members": members, "counter": counter,
+            "evidence": evidence, "watermarks": watermarks,
+        });
+        let fingerprint = hex(&Sha256::digest(normalised.to_string().as_bytes()));
+        let evidence = evidence
+            .iter()
+            .zip(&raw.evidence)
+            .map(|(e, span)| {
+                e.typed().ok_or_else(|| {
+                    loc.at(
+                        Some(span.span()),
+                        &format!("evidence kind \"{}\" lacks a column", e.kind.as_str()),
+                    )
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Mapping {
+            messages,
+            members,
+            counter,
+            evidence,
+            watermarks,
+            fingerprint,
+        })
+    }
+}
+
+/// Parses one section again on its own so that an error points into it (at the offending key
+/// when the message names one).
+fn section<T: for<'de> Deserialize<'de>>(
+    loc: &Locator<'_>,
+    table: &Spanned<toml::Table>,
+    name: &str,
+) -> anyhow::Result<T> {
+    T::deserialize(toml::Value::Table(table.get_ref().clone())).map_err(|e| {
+        let key = e
+            .message()
+            .split('`')
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        let span = (!key.is_empty())
+            .then(|| find_key_span(loc.text, table.span(), &key))
+            .flatten()
+            .unwrap_or(table.span());
+        loc.at(Some(span), &format!("[{name}]: {}", e.message()))
+    })
+}
+
+/// 1-based line and column of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rfind('\n')
+        .map(|nl| before.len() - nl)
+        .unwrap_or(before.len() + 1);
+    (line, col)
+}
+
+/// The span of a key (the start of its line's key) in the table that starts at `within.start`.
+fn find_key_span(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
+    let value = find_value_span(text, within.clone(), key)?;
+    let line_start = text[..value.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let indent = text[line_start..].len() - text[line_start..].trim_start().len();
+    Some(line_start + indent..value.end)
+}
+
+/// The span of `key = value`'s value in the table that starts at `within.start` (a line-based
+/// search up to the next `[header]`: mapping files are flat key/value tables).
+fn find_value_span(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
+    let region = text.get(within.start..)?;
+    let mut offset = within.start;
+    for (n, line) in region.split_inclusive('\n').enumerate() {
+        let trimmed = line.trim_start();
+        if n > 0 && trimmed.starts_with('[') {
+            break;
+        }
+        if let Some(rest) = trimmed.strip_prefix(key) {
+            let rest_trim = rest.trim_start();
+            if rest_trim.starts_with('=') {
+                let value_start = line.len() - rest_trim.len() + 1;
+                let value = &line[value_start..];
+                let lead = value.len() - value.trim_start().len();
+                let start = offset + value_start + lead;
+                return Some(start..offset + line.trim_end().len());
+            }
+        }
+        offset += line.len();
+    }
+    None
+}

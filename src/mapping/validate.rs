@@ -1,0 +1,327 @@
+//! The rules a mapping must follow beyond its TOML types: identifiers tidemark can quote,
+//! predicates that are one SQL expression, and what each counter shape and evidence kind needs
+//! (`shared/spec/interface.md`, "The mapping file"). Each error points at the key's value.
+
+use std::ops::Range;
+use toml::Spanned;
+
+use super::parse::{Locator, RawEvidence, RawMapping};
+use super::{Counter, EvidenceKind, Members, Messages, Shape, Watermarks};
+
+/// Checks a parsed mapping, section by section, in the order the errors are reported:
+/// messages, members, counter, each evidence, the evidence list, watermarks.
+pub(super) fn mapping(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+    messages: &Messages,
+    members: Option<&Members>,
+    counter: &Counter,
+    evidence: &[RawEvidence],
+    watermarks: &Watermarks,
+) -> anyhow::Result<()> {
+    let ck = Checker { loc };
+    ck.messages(&raw.messages, messages)?;
+    if let (Some(t), Some(mb)) = (&raw.members, members) {
+        ck.members(t, mb)?;
+    }
+    ck.counter(&raw.counter, counter, messages, members.is_some())?;
+    for (e, raw_e) in evidence.iter().zip(&raw.evidence) {
+        ck.evidence(raw_e, e, messages, counter)?;
+    }
+    ck.evidence_list(raw, evidence, counter)?;
+    ck.ident(
+        &raw.watermarks,
+        "watermarks",
+        "table",
+        &watermarks.table,
+        true,
+    )
+}
+
+/// The checks, with where to point their errors.
+struct Checker<'a> {
+    loc: &'a Locator<'a>,
+}
+
+impl Checker<'_> {
+    fn at(&self, span: Option<Range<usize>>, msg: &str) -> anyhow::Error {
+        self.loc.at(span, msg)
+    }
+
+    fn key_span(&self, table: &Spanned<toml::Table>, key: &str) -> Option<Range<usize>> {
+        self.loc.value_span(table, key)
+    }
+
+    /// [`check_identifier`], the error pointing at the key's value.
+    fn ident(
+        &self,
+        table: &Spanned<toml::Table>,
+        section_name: &str,
+        key: &str,
+        value: &str,
+        qualified: bool,
+    ) -> anyhow::Result<()> {
+        check_identifier(value, qualified).map_err(|why| {
+            self.at(
+                self.key_span(table, key).or(Some(table.span())),
+                &format!("{section_name}.{key} = {value:?}: {why}"),
+            )
+        })
+    }
+
+    /// [`check_predicate`], the error pointing at the key's value.
+    fn pred(
+        &self,
+        table: &Spanned<toml::Table>,
+        section_name: &str,
+        key: &str,
+        value: &str,
+    ) -> anyhow::Result<()> {
+        check_predicate(value).map_err(|why| {
+            self.at(
+                self.key_span(table, key).or(Some(table.span())),
+                &format!("{section_name}.{key}: {why}"),
+            )
+        })
+    }
+
+    fn messages(&self, m: &Spanned<toml::Table>, messages: &Messages) -> anyhow::Result<()> {
+        self.ident(m, "messages", "table", &messages.table, true)?;
+        self.ident(m, "messages", "id", &messages.id, false)?;
+        self.ident(m, "messages", "conversation", &messages.conversation, false)?;
+        self.ident(m, "messages", "sender", &messages.sender, false)?;
+        if let Some(c) = &messages.created_at {
+            self.ident(m, "messages", "created_at", c, false)?;
+        }
+        if let Some(p) = &messages.countable {
+            self.pred(m, "messages", "countable", p)?;
+        }
+        if let Some(p) = &messages.legacy_countable {
+            self.pred(m, "messages", "legacy_countable", p)?;
+        }
+        Ok(())
+    }
+
+    fn members(&self, t: &Spanned<toml::Table>, mb: &Members) -> anyhow::Result<()> {
+        self.ident(t, "members", "table", &mb.table, true)?;
+        self.ident(t, "members", "user", &mb.user, false)?;
+        self.ident(t, "members", "conversation", &mb.conversation, false)?;
+        if let Some(j) = &mb.join_position {
+            self.ident(t, "members", "join_position", j, false)?;
+        }
+        if let Some(p) = &mb.active {
+            self.pred(t, "members", "active", p)?;
+        }
+        Ok(())
+    }
+
+    fn counter(
+        &self,
+        c: &Spanned<toml::Table>,
+        counter: &Counter,
+        messages: &Messages,
+        has_members: bool,
+    ) -> anyhow::Result<()> {
+        self.ident(c, "counter", "column", &counter.column, false)?;
+        match counter.shape {
+            Shape::PerMember => {
+                for (key, value) in [
+                    ("table", &counter.table),
+                    ("user", &counter.user),
+                    ("conversation", &counter.conversation),
+                ] {
+                    let Some(value) = value else {
+                        return Err(self.at(
+                            Some(c.span()),
+                            &format!("counter.{key} is required for shape \"per_member\""),
+                        ));
+                    };
+                    self.ident(c, "counter", key, value, key == "table")?;
+                }
+            }
+            Shape::PerMessage => {
+                if let Some(t) = &counter.table {
+                    self.ident(c, "counter", "table", t, true)?;
+                    if t != &messages.table {
+                        return Err(self.at(self.key_span(c, "table"), &format!(
+                            "counter.table = {t:?}: a per_message counter lives on the messages table {:?}",
+                            messages.table
+                        )));
+                    }
+                }
+                for key in ["user", "conversation"] {
+                    if self.key_span(c, key).is_some() {
+                        return Err(self.at(self.key_span(c, key), &format!(
+                            "counter.{key}: a per_message counter is keyed by the message; remove this key"
+                        )));
+                    }
+                }
+                if !has_members {
+                    return Err(self.at(Some(c.span()), "shape \"per_message\" needs a [members] section: the recomputed value counts the members who have not read each message"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn evidence(
+        &self,
+        raw_e: &Spanned<toml::Table>,
+        e: &RawEvidence,
+        messages: &Messages,
+        counter: &Counter,
+    ) -> anyhow::Result<()> {
+        match e.kind {
+            EvidenceKind::Position | EvidenceKind::Timestamp => {
+                for (key, value) in [
+                    ("table", &e.table),
+                    ("user", &e.user),
+                    ("conversation", &e.conversation),
+                    ("column", &e.column),
+                ] {
+                    let Some(value) = value else {
+                        return Err(self.at(
+                            Some(raw_e.span()),
+                            &format!(
+                                "evidence.{key} is required for kind \"{}\"",
+                                e.kind.as_str()
+                            ),
+                        ));
+                    };
+                    self.ident(raw_e, "evidence", key, value, key == "table")?;
+                }
+                if e.kind == EvidenceKind::Timestamp && messages.created_at.is_none() {
+                    return Err(self.at(
+                        Some(raw_e.span()),
+                        "evidence kind \"timestamp\" needs messages.created_at",
+                    ));
+                }
+            }
+            EvidenceKind::Counter | EvidenceKind::OwnMessage => {
+                for key in ["table", "user", "conversation", "column"] {
+                    if self.key_span(raw_e, key).is_some() {
+                        return Err(self.at(
+                            self.key_span(raw_e, key),
+                            &format!(
+                                "evidence.{key}: kind \"{}\" reads the {} and takes no {key}",
+                                e.kind.as_str(),
+                                if e.kind == EvidenceKind::Counter {
+                                    "[counter]"
+                                } else {
+                                    "[messages] table"
+                                }
+                            ),
+                        ));
+                    }
+                }
+                if e.kind == EvidenceKind::Counter && counter.shape == Shape::PerMessage {
+                    return Err(self.at(Some(raw_e.span()), "evidence kind \"counter\" needs shape \"per_member\": a per-message counter has no watermark to derive (semantics.md, Backfill)"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn evidence_list(
+        &self,
+        raw: &RawMapping,
+        evidence: &[RawEvidence],
+        counter: &Counter,
+    ) -> anyhow::Result<()> {
+        let kinds: Vec<_> = evidence.iter().map(|e| e.kind).collect();
+        for (i, k) in kinds.iter().enumerate() {
+            if matches!(k, EvidenceKind::Counter | EvidenceKind::OwnMessage)
+                && kinds[..i].contains(k)
+            {
+                return Err(self.at(
+                    Some(raw.evidence[i].span()),
+                    &format!("evidence kind \"{}\" is listed twice", k.as_str()),
+                ));
+            }
+        }
+        if counter.shape == Shape::PerMessage
+            && !kinds
+                .iter()
+                .any(|k| matches!(k, EvidenceKind::Position | EvidenceKind::Timestamp))
+        {
+            return Err(self.at(Some(raw.counter.span()), "shape \"per_message\" has no counter to derive watermarks from: add [[evidence]] of kind \"position\" (a last-read column or read receipts) or \"timestamp\""));
+        }
+        Ok(())
+    }
+}
+
+/// An identifier tidemark will quote: ASCII letters, digits, `_` and `$`, not starting with a
+/// digit, at most 63 bytes (PostgreSQL's NAMEDATALEN - 1); with `qualified`, one optional
+/// `schema.` prefix.
+pub fn check_identifier(value: &str, qualified: bool) -> Result<(), String> {
+    let parts: Vec<&str> = value.split('.').collect();
+    if parts.len() > 2 || (parts.len() == 2 && !qualified) {
+        return Err(if qualified {
+            "at most one dot (schema.table)".into()
+        } else {
+            "a column name has no dot".into()
+        });
+    }
+    for part in parts {
+        if part.is_empty() {
+            return Err("empty name".into());
+        }
+        if part.len() > 63 {
+            return Err("longer than 63 bytes".into());
+        }
+        if part.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err("starts with a digit".into());
+        }
+        if let Some(bad) = part
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '$'))
+        {
+            return Err(format!(
+                "{bad:?} is not allowed in an identifier (letters, digits, _ and $)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A predicate is one SQL expression: no `;`, no `--` or `/*` comments, balanced parentheses
+/// and quotes, not empty.
+pub fn check_predicate(value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Err("empty predicate".into());
+    }
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let chars: Vec<char> = value.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' | '`' => quote = Some(c),
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth < 0 {
+                        return Err("unbalanced ')'".into());
+                    }
+                }
+                ';' => return Err("';' is not allowed: a predicate is one expression".into()),
+                '-' if chars.get(i + 1) == Some(&'-') => {
+                    return Err("comments are not allowed".into())
+                }
+                '/' if chars.get(i + 1) == Some(&'*') => {
+                    return Err("comments are not allowed".into())
+                }
+                _ => {}
+            },
+        }
+    }
+    if quote.is_some() {
+        return Err("unterminated quote".into());
+    }
+    if depth != 0 {
+        return Err("unbalanced '('".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,528 @@
+//! What users read, as text: the summaries of expand, backfill, audit, status, plan and contract, written
+//! to any [`Write`] (the command line passes stdout; the demo too, through the library). The
+//! wording is part of the interface (`shared/spec/interface.md`; tests compare it).
+
+use std::io::{self, Write};
+
+use crate::db::Dsn;
+use crate::gate::{self, StatementUse};
+use crate::mapping::{Mapping, Shape};
+use crate::stages::audit::AuditSummary;
+use crate::stages::backfill::BackfillSummary;
+use crate::stages::contract::{ContractOptions, ContractOutcome};
+use crate::stages::expand::ExpandReport;
+use crate::stages::now_ms;
+use crate::stages::status::Status;
+
+/// Writes what expand did.
+pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> {
+    writeln!(w, "expand on {dsn}")?;
+    for name in &r.already_applied {
+        writeln!(w, "  already applied: {name}")?;
+    }
+    if r.pending.is_empty() {
+        writeln!(w, "  nothing to apply: the schema is up to date")?;
+        return Ok(());
+    }
+    for (name, sql) in &r.pending {
+        if r.dry_run {
+            writeln!(w, "  would apply {name}:\n{}", indent(sql, "    "))?;
+        } else {
+            writeln!(w, "  applied {name}")?;
+        }
+    }
+    if r.dry_run {
+        writeln!(w, "  dry run: nothing was changed")?;
+    }
+    Ok(())
+}
+
+/// Writes a backfill summary.
+pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Result<()> {
+    let verb = if dry_run { "would write" } else { "wrote" };
+    writeln!(w,
+        "backfill: {} members in {} batches; {verb} {} watermarks ({} new, {} advanced, {} already at or past the evidence)",
+        s.members,
+        s.batches,
+        s.written + s.advanced + s.unchanged,
+        s.written,
+        s.advanced,
+        s.unchanged
+    )?;
+    for (source, n) in &s.by_source {
+        writeln!(w, "  from {source:<12} {n}")?;
+    }
+    if s.kept_over_counter > 0 {
+        writeln!(w,
+            "  kept {} existing watermarks whose only evidence was the counter (a counter never advances a watermark that exists)",
+            s.kept_over_counter
+        )?;
+    }
+    if s.no_evidence > 0 {
+        writeln!(
+            w,
+            "  no evidence for {} members: no watermark written (unread counts everything)",
+            s.no_evidence
+        )?;
+    }
+    if s.left_without_evidence > 0 {
+        writeln!(w,
+            "  {} members who left have no read position (position or timestamp evidence): none written, none owed",
+            s.left_without_evidence
+        )?;
+    }
+    if !dry_run && s.counted_changes {
+        writeln!(w,
+            "  {} counters differ from the unread recomputed from the watermarks: those members will see another unread number once the counters are gone (`tidemark audit` classifies them)",
+            s.unread_changes
+        )?;
+    }
+    if s.unrepresentable_counters > 0 {
+        writeln!(w,
+            "  {} counters no watermark can represent (negative, or more than the countable messages): the audit reports them",
+            s.unrepresentable_counters
+        )?;
+    }
+    if dry_run {
+        writeln!(w, "  dry run: nothing was written")?;
+    }
+    Ok(())
+}
+
+/// Writes an audit summary for people.
+pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
+    let cap = s
+        .cap
+        .map(|c| format!(", capped at {c}+"))
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "audit ({}{cap}): {} rows checked, {} drifting; sum |drift| {}, largest |drift| {}",
+        s.shape, s.rows_checked, s.drifting_rows, s.sum_abs_drift, s.max_abs_drift
+    )?;
+    if s.drifting_rows > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>8}  examples (conversation/subject: stored -> recomputed)",
+            "class", "rows"
+        )?;
+        for class in crate::drift::DriftClass::ALL {
+            let n = s.by_class.get(class.as_str()).copied().unwrap_or(0);
+            if n == 0 {
+                continue;
+            }
+            let examples = s
+                .examples
+                .get(class.as_str())
+                .map(|ex| {
+                    ex.iter()
+                        .map(|e| {
+                            format!(
+                                "{}/{}: {} -> {}",
+                                e.conversation,
+                                e.subject,
+                                e.stored
+                                    .map(|v| v.to_string())
+                                    .unwrap_or_else(|| "NULL".into()),
+                                e.recomputed
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default();
+            writeln!(w, "  {:<22} {:>8}  {examples}", class.as_str(), n)?;
+        }
+    }
+    if !s.scope.is_empty() {
+        writeln!(w, "  scope: {}", s.scope.join("; "))?;
+    }
+    if s.left_out_recent > 0 {
+        writeln!(
+            w,
+            "  left out {} conversations whose newest message is younger than --min-age",
+            s.left_out_recent
+        )?;
+    }
+    if s.parts > 1 {
+        writeln!(w, "  this run took {} parts (--resume)", s.parts)?;
+    }
+    if !s.complete {
+        writeln!(w,
+            "  INCOMPLETE: stopped at --run-time after conversation {}; run the same command with --resume to continue",
+            s.checkpoint.as_ref().map(|k| k.to_string()).unwrap_or_default()
+        )?;
+        writeln!(w, "  rows so far are kept in {}.partial", s.report)?;
+    } else {
+        writeln!(w, "  report: {} (sha256 {})", s.report, s.report_sha256)?;
+    }
+    if s.passed {
+        writeln!(w, "  PASS: drift within tolerance")?;
+    } else {
+        for c in &s.crossed {
+            writeln!(w, "  FAIL: {c}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `status`.
+pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io::Result<()> {
+    writeln!(
+        w,
+        "status of {dsn} (mapping {})",
+        &mapping.fingerprint[..12]
+    )?;
+    if s.migrations.is_empty() {
+        writeln!(w, "  expand:    not run (no migrations applied)")?;
+    } else {
+        writeln!(w, "  expand:    applied {}", s.migrations.join(", "))?;
+    }
+    match s.watermarks {
+        Some(n) => writeln!(w, "  watermarks: {n} rows in {}", mapping.watermarks.table)?,
+        None => writeln!(
+            w,
+            "  watermarks: table {} does not exist",
+            mapping.watermarks.table
+        )?,
+    }
+    match &s.last_backfill {
+        Some(b) if b.status == "running" && !s.backfill_alive => writeln!(w,
+            "  backfill:  run #{} stopped unfinished (started {}; its process is gone): run backfill again to resume it",
+            b.id,
+            when(b.started_ms)
+        )?,
+        Some(b) => writeln!(w,
+            "  backfill:  run #{} {} at {}",
+            b.id,
+            b.status,
+            when(b.started_ms)
+        )?,
+        None => writeln!(w, "  backfill:  never run")?,
+    }
+    if s.audits.is_empty() {
+        writeln!(w, "  audit:     never run")?;
+        return contract_state(w, s);
+    }
+    writeln!(w, "  last audits:")?;
+    writeln!(
+        w,
+        "    {:>5}  {:<20}  {:<10}  {:>10}  {:>9}  same mapping",
+        "run", "started (UTC)", "result", "checked", "drifting"
+    )?;
+    let mut trend = Vec::new();
+    for a in &s.audits {
+        let summary: serde_json::Value = a
+            .summary
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        let result = match (a.status.as_str(), a.passed) {
+            ("done", Some(1)) => "pass",
+            ("done", Some(_)) => "fail",
+            (other, _) => other,
+        };
+        let drifting = summary["drifting_rows"].as_u64();
+        if a.status == "done" && a.fingerprint == mapping.fingerprint {
+            if let Some(d) = drifting {
+                trend.push(d);
+            }
+        }
+        writeln!(
+            w,
+            "    {:>5}  {:<20}  {:<10}  {:>10}  {:>9}  {}",
+            a.id,
+            when(a.started_ms),
+            result,
+            summary["rows_checked"]
+                .as_u64()
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            drifting.map(|v| v.to_string()).unwrap_or_default(),
+            if a.fingerprint == mapping.fingerprint {
+                "yes"
+            } else {
+                "no"
+            }
+        )?;
+    }
+    if trend.len() > 1 {
+        trend.reverse();
+        let direction = match trend.last().cmp(&trend.first()) {
+            std::cmp::Ordering::Less => "falling",
+            std::cmp::Ordering::Greater => "rising",
+            std::cmp::Ordering::Equal => "flat",
+        };
+        let list: Vec<String> = trend.iter().map(u64::to_string).collect();
+        writeln!(
+            w,
+            "  drifting rows, oldest to newest: {} ({direction})",
+            list.join(" -> ")
+        )?;
+    }
+    if let Some((newer, older, new, fixed)) = s.changes {
+        writeln!(w, "  since audit #{older}, audit #{newer} found {new} newly drifting rows and {fixed} fixed (--store-rows)")?;
+    }
+    contract_state(w, s)
+}
+
+/// The contract line of `status`.
+fn contract_state(w: &mut dyn Write, s: &Status) -> io::Result<()> {
+    match (&s.contract_done, &s.gate) {
+        (Some(id), _) => writeln!(w, "  contract:  done: the counter was dropped by run #{id}")?,
+        (None, Some(v)) if v.open => writeln!(w,
+            "  contract:  the gate would open (default options), on audits {:?}: `tidemark contract` shows the DDL",
+            v.relied_on
+        )?,
+        (None, Some(v)) => {
+            writeln!(w, "  contract:  the gate is closed (default options):")?;
+            for r in &v.reasons {
+                writeln!(w, "    - {r}")?;
+            }
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// A ledger time (ms since the epoch) as `YYYY-MM-DD HH:MM:SS` (UTC).
+fn when(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace('T', " ")
+        .trim_end_matches('Z')
+        .to_string()
+}
+
+/// `text` with `prefix` before each line.
+pub fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+/// The first lines of `tidemark plan`: what it is for, and the expand section's title.
+pub fn plan_header(w: &mut dyn Write, dsn: &Dsn, mapping: &Mapping) -> io::Result<()> {
+    writeln!(
+        w,
+        "plan for {dsn} (mapping {}, dialect {})",
+        &mapping.fingerprint[..12],
+        dsn.dialect.name()
+    )?;
+    writeln!(w, "\n== 1. expand ==")
+}
+
+/// A section of `tidemark plan`: its title, then each statement (what it does, and the SQL
+/// indented).
+pub fn plan_statements(
+    w: &mut dyn Write,
+    title: &str,
+    statements: &[(&str, String)],
+) -> io::Result<()> {
+    writeln!(w, "\n== {title} ==")?;
+    statements_list(w, statements)
+}
+
+/// Statements as `  -- what` followed by the SQL indented by four spaces.
+pub fn statements_list(w: &mut dyn Write, statements: &[(&str, String)]) -> io::Result<()> {
+    for (what, sql) in statements {
+        writeln!(w, "  -- {what}\n{}", indent(sql, "    "))?;
+    }
+    Ok(())
+}
+
+/// What `tidemark plan` says about the contract.
+#[derive(Debug, Clone, Copy)]
+pub enum PlanContract<'a> {
+    /// There is nothing to drop, and why.
+    NothingToDrop(&'a str),
+    /// The DDL the contract runs once the gate opens.
+    Ddl(&'a [String]),
+    /// The contract cannot be planned yet (before expand): the error, described.
+    NotYet(&'a str),
+}
+
+/// The audit's `--cap` note, the contract section and the last line of `tidemark plan`.
+pub fn plan_end(w: &mut dyn Write, contract: PlanContract<'_>) -> io::Result<()> {
+    writeln!(w, "  -- with --cap N the counts stop at N+1: LIMIT 1 OFFSET N probes, see sql/common/macros.sql")?;
+    writeln!(w, "\n== 4. contract ==")?;
+    match contract {
+        PlanContract::NothingToDrop(why) => writeln!(w, "  {why}")?,
+        PlanContract::Ddl(ddl) => {
+            writeln!(w, "  after the gate opens (archive, verify, then):")?;
+            for line in ddl {
+                writeln!(w, "    {line}")?;
+            }
+        }
+        PlanContract::NotYet(why) => writeln!(w, "  (shown once expand has run: {why})")?,
+    }
+    writeln!(w, "\nnothing was changed")
+}
+
+/// The statements `backfill --dry-run` would run, before its summary.
+pub fn backfill_plan(
+    w: &mut dyn Write,
+    dsn: &Dsn,
+    batch_size: u64,
+    statements: &[(&str, String)],
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "backfill plan on {dsn}: batches of whole conversations, at most {batch_size} members each"
+    )?;
+    statements_list(w, statements)
+}
+
+/// The line after the summary of a backfill stopped by Ctrl-C or SIGTERM.
+pub fn backfill_interrupted(w: &mut dyn Write, s: &BackfillSummary) -> io::Result<()> {
+    writeln!(
+        w,
+        "  interrupted after batch {}: the checkpoint is recorded; run the same command again to continue (--restart starts over)",
+        s.batches
+    )
+}
+
+/// Writes what `contract` decided and did, for people: the gate's verdict with every reason,
+/// the exact DDL, and what was archived and dropped (or why nothing was).
+pub fn contract(
+    w: &mut dyn Write,
+    o: &ContractOutcome,
+    dsn: &Dsn,
+    opts: &ContractOptions,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "contract on {dsn}: {} ({})",
+        o.target.describe(),
+        match o.target.shape {
+            Shape::PerMember => "per_member",
+            Shape::PerMessage => "per_message",
+        }
+    )?;
+    if let Some(msg) = &o.nothing_to_drop {
+        writeln!(w, "  {msg}")?;
+        return Ok(());
+    }
+    if let Some(v) = &o.verdict {
+        if v.open {
+            writeln!(w, "  gate: OPEN")?;
+        } else if o.forced.is_some() {
+            writeln!(w, "  gate: CLOSED, bypassed by --force")?;
+        } else {
+            writeln!(w, "  gate: CLOSED")?;
+        }
+        if !v.relied_on.is_empty() {
+            let ids: Vec<String> = v.relied_on.iter().map(|i| format!("#{i}")).collect();
+            let newest = v.newest_clean.as_ref();
+            writeln!(
+                w,
+                "  {}: {}{}",
+                if v.open {
+                    "clean audits relied on"
+                } else {
+                    "clean audits found"
+                },
+                ids.join(", "),
+                newest
+                    .map(|a| format!(
+                        " (newest {} ago, tolerance {})",
+                        gate::human_ms(now_ms() - a.started_ms),
+                        a.tolerance.describe()
+                    ))
+                    .unwrap_or_default()
+            )?;
+        }
+        writeln!(w, "  statement statistics: {}", v.statements.describe())?;
+        if let StatementUse::Used { statements, .. } = &v.statements {
+            for s in statements.iter().take(10) {
+                writeln!(w, "    {} call(s): {}", s.calls, s.text)?;
+            }
+        }
+        for r in &v.reasons {
+            writeln!(w, "  reason: {r}")?;
+        }
+        for n in &v.notes {
+            writeln!(w, "  note: {n}")?;
+        }
+    }
+    for n in &o.notes {
+        writeln!(w, "  note: {n}")?;
+    }
+    if let Some(a) = &o.final_audit {
+        writeln!(
+            w,
+            "  final audit{}: {} rows checked, {} drifting, {} (report {})",
+            a.id.map(|i| format!(" #{i}")).unwrap_or_default(),
+            a.rows_checked,
+            a.drifting_rows,
+            if a.passed { "PASS" } else { "FAIL" },
+            a.report
+        )?;
+    }
+    if let Some(a) = &o.archive {
+        writeln!(w,
+            "  archived {} row(s) into {} (contract run #{}, covered by audit {}): {} non-NULL, sum {}, sum of squares {}; verified",
+            a.checksum.rows,
+            a.table,
+            a.contract_id,
+            a.audit_id.map(|i| format!("#{i}")).unwrap_or_else(|| "-".into()),
+            a.checksum.non_null,
+            a.checksum.sum,
+            a.checksum.sum_squares
+        )?;
+        if let (Some(csv), Some(sha)) = (&a.csv, &a.csv_sha256) {
+            writeln!(w, "  archive CSV: {csv} (sha256 {sha}); verified")?;
+        }
+    }
+    if o.executed {
+        writeln!(w, "  ran:")?;
+    } else {
+        writeln!(
+            w,
+            "  DDL{}:",
+            if opts.execute {
+                " (not run)"
+            } else {
+                " it would run"
+            }
+        )?;
+    }
+    for line in &o.ddl {
+        writeln!(w, "    {line}")?;
+    }
+    if let Some(reason) = &o.forced {
+        writeln!(w, "  forced: {reason} (recorded in the ledger)")?;
+    }
+    if let Some(f) = &o.failure {
+        writeln!(w, "  failed: {}", f.message)?;
+        if let Some(detail) = &f.detail {
+            writeln!(w, "  database detail: {detail}")?;
+        }
+    } else if o.executed {
+        writeln!(
+            w,
+            "  done: {} dropped (ledger run #{})",
+            o.target.describe(),
+            o.ledger_id.unwrap_or_default()
+        )?;
+    } else if !opts.execute {
+        let open = o.verdict.as_ref().is_some_and(|v| v.open);
+        if open {
+            writeln!(
+                w,
+                "  dry run: nothing was changed; --execute archives the values and drops"
+            )?;
+        } else if opts.force {
+            writeln!(
+                w,
+                "  dry run: nothing was changed; with --execute, --force would bypass the gate"
+            )?;
+        } else {
+            writeln!(w, "  dry run: nothing was changed")?;
+        }
+    } else {
+        writeln!(w, "  refused: nothing was archived or dropped")?;
+    }
+    Ok(())
+}
