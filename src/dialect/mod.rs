@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::mapping::{EvidenceKind, Mapping, Shape};
 
+pub mod galera;
 pub mod mysql;
 pub mod postgres;
 pub mod quote;
