@@ -98,12 +98,9 @@ async fn load_fleet(conn: &mut AnyConnection, shape: &str) -> Mapping {
 }
 
 /// The watermark table's rows, sorted.
-async fn watermarks(conn: &mut AnyConnection, shape: &str) -> Vec<String> {
-    let sql = if shape == "per_member" {
-        "SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks ORDER BY 1, 2"
-    } else {
-        "SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks ORDER BY 1, 2"
-    };
+async fn watermarks(conn: &mut AnyConnection) -> Vec<String> {
+    let sql =
+        "SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks ORDER BY 1, 2";
     sqlx::query(sql)
         .fetch_all(&mut *conn)
         .await
@@ -153,7 +150,7 @@ async fn pipeline(
         .map(str::to_string)
         .collect();
     lines.sort();
-    (watermarks(third, shape).await, lines)
+    (watermarks(third).await, lines)
 }
 
 #[tokio::test]

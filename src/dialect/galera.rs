@@ -63,10 +63,7 @@ fn retried<'a>(conn: &'a mut AnyConnection, op: Op<'a>) -> BoxFuture<'a, Result<
             attempt += 1;
             raw(&mut *conn, "START TRANSACTION").await?;
             let result = match once(conn, &op).await {
-                Ok(v) => raw(&mut *conn, "COMMIT")
-                    .await
-                    .map(|_| v)
-                    .map_err(anyhow::Error::from),
+                Ok(v) => raw(&mut *conn, "COMMIT").await.map(|_| v),
                 Err(e) => Err(e),
             };
             match result {
@@ -144,12 +141,15 @@ fn live_holder(pid: i64, host: &str, node: &str, beat: i64, now: i64) -> Option<
     ))
 }
 
+/// A lock row's holder: (pid, host, Galera node, heartbeat in ms since the epoch).
+type Holder = (i64, String, String, i64);
+
 /// Reads the lock row `name` as `(pid, host, node, heartbeat_ms)`; `for_update` locks it.
 fn read_row<'a>(
     conn: &'a mut AnyConnection,
     name: &'a str,
     for_update: bool,
-) -> BoxFuture<'a, Result<Option<(i64, String, String, i64)>>> {
+) -> BoxFuture<'a, Result<Option<Holder>>> {
     Box::pin(async move {
         let sql = format!(
             "SELECT pid, host, node, heartbeat_ms FROM tidemark_lock WHERE name = ?{}",
