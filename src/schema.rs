@@ -126,12 +126,16 @@ pub async fn watermark_key_types(
 /// `SELECT <columns> FROM <table> WHERE (<predicate>) AND 1 = 0` for each section: the
 /// database parses and resolves it but reads no row.
 ///
-/// Errors (exit 2): the first section that fails, named with the database's message.
+/// First the declared type of every mapped column ([`crate::column_types::check`]).
+///
+/// Errors (exit 2): a column of the wrong type, named by its mapping key; the first section
+/// that fails, named with the database's message.
 pub async fn preflight(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<()> {
+    crate::column_types::check(conn, mapping, dialect).await?;
     let q = |s: &str| dialect.quote(s);
     // Columns are qualified: SQLite reads an unknown double-quoted bare name as a string
     // literal, but reports an unknown `alias."name"`.
