@@ -206,6 +206,13 @@ pub async fn preflight(
                     "checking mapping {section}: another session holds a lock"
                 )));
             }
+            if crate::db::privileges::is_permission_denied(&e) {
+                let table = checked_table(mapping, &section);
+                let select = [crate::db::privileges::Privilege::Select];
+                return Err(
+                    crate::db::privileges::denied(conn, dialect, &table, &select, &e).await,
+                );
+            }
             let e = e.downcast::<sqlx::Error>().expect("a sqlx error");
             if matches!(e, sqlx::Error::Database(_)) {
                 // The check's own table alias means nothing to the reader.
@@ -233,6 +240,26 @@ pub async fn preflight(
     Ok(())
 }
 
+/// The table a preflight section (`[messages]`, `[[evidence]] #2 (position)`…) reads.
+fn checked_table(mapping: &Mapping, section: &str) -> String {
+    match section {
+        "[messages]" => mapping.messages.table.clone(),
+        "[members]" => mapping
+            .members
+            .as_ref()
+            .map(|m| m.table.clone())
+            .unwrap_or_default(),
+        "[counter]" => mapping.counter_table().to_string(),
+        _ => section
+            .strip_prefix("[[evidence]] #")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| mapping.evidence.get(n - 1))
+            .and_then(|e| e.table.clone())
+            .unwrap_or_default(),
+    }
+}
+
 /// Whether `table` is a view (stages that only read accept views; `contract` does not).
 pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
     let (sql, binds) = dialect.view_count_query(table);
@@ -245,6 +272,9 @@ pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) ->
 }
 
 /// Whether a table exists (used by `status` and `expand --dry-run`).
+///
+/// Errors (exit 3): the session may not read it ("permission denied", with the GRANT that is
+/// missing: [`crate::db::privileges::denied`]), or the database fails.
 pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
     let sql = format!("SELECT 1 FROM {} WHERE 1 = 0", dialect.quote(table));
     match sqlx::raw_sql(&sql).execute(&mut *conn).await {
@@ -255,6 +285,10 @@ pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &st
                 return Err(e.context(format!(
                     "reading table {table}: another session holds a lock"
                 )));
+            }
+            if crate::db::privileges::is_permission_denied(&e) {
+                let select = [crate::db::privileges::Privilege::Select];
+                return Err(crate::db::privileges::denied(conn, dialect, table, &select, &e).await);
             }
             match e.downcast::<sqlx::Error>() {
                 Ok(sqlx::Error::Database(_)) => Ok(false),

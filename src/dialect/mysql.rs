@@ -251,6 +251,17 @@ impl SqlDialect for Mysql {
     fn index_name(&self, _schema: Option<&str>, index: &str) -> String {
         <dyn SqlDialect>::quote(self, index)
     }
+    fn current_user_sql(&self) -> Option<&'static str> {
+        Some("SELECT CAST(CURRENT_USER() AS CHAR(255))")
+    }
+
+    /// `user@host` as `'user'@'host'`.
+    fn grantee(&self, user: &str) -> String {
+        match user.rsplit_once('@') {
+            Some((u, h)) => format!("'{u}'@'{h}'"),
+            None => format!("'{user}'"),
+        }
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----
