@@ -6,6 +6,7 @@
 //! CSV columns from `shared/spec/interface.md`.
 
 pub mod cli;
+pub mod column_types;
 pub mod db;
 pub mod demo;
 pub mod dialect;

@@ -1,6 +1,7 @@
 //! One runner at a time per mapping and stage: a PostgreSQL session advisory lock
 //! (`pg_try_advisory_lock`), a MySQL/MariaDB named lock (`GET_LOCK`), or a lock row in
-//! `tidemark_lock` on SQLite (each in its dialect's file: [`crate::dialect::SqlDialect`]'s
+//! `tidemark_lock` on SQLite and on a MariaDB Galera cluster, where `GET_LOCK` is per node
+//! ([`crate::dialect::galera`]) (each in its dialect's file: [`crate::dialect::SqlDialect`]'s
 //! runner-lock methods). A second runner fails at once (exit 3) naming the holder.
 //!
 //! Also the per-statement lock waits tidemark accepts, so that the tool, not the application,
@@ -41,7 +42,8 @@ impl RunnerLock {
         }
     }
 
-    /// Refreshes the SQLite lock row's heartbeat (a no-op on the servers).
+    /// Refreshes the lock row's heartbeat (SQLite, Galera; a no-op where the server ties the
+    /// lock to the session).
     pub async fn heartbeat(&self, conn: &mut AnyConnection) -> Result<()> {
         self.dialect.refresh_runner_lock(conn, &self.name).await
     }
@@ -74,7 +76,8 @@ pub async fn set_lock_timeout(
 }
 
 /// Whether an error is a lock wait that gave up (or a deadlock / serialization failure): worth
-/// retrying after a pause. PostgreSQL 55P03, 40001, 40P01; MySQL 1205, 1213; SQLite BUSY and
+/// retrying after a pause. PostgreSQL 55P03, 40001, 40P01; MySQL 1205, 1213 (also a Galera
+/// certification conflict at COMMIT); SQLite BUSY and
 /// LOCKED. The codes and messages of every dialect are recognised (an error does not say which
 /// engine sent it).
 pub fn is_lock_wait(error: &anyhow::Error) -> bool {

@@ -126,12 +126,16 @@ pub async fn watermark_key_types(
 /// `SELECT <columns> FROM <table> WHERE (<predicate>) AND 1 = 0` for each section: the
 /// database parses and resolves it but reads no row.
 ///
-/// Errors (exit 2): the first section that fails, named with the database's message.
+/// First the declared type of every mapped column ([`crate::column_types::check`]).
+///
+/// Errors (exit 2): a column of the wrong type, named by its mapping key; the first section
+/// that fails, named with the database's message.
 pub async fn preflight(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<()> {
+    crate::column_types::check(conn, mapping, dialect).await?;
     let q = |s: &str| dialect.quote(s);
     // Columns are qualified: SQLite reads an unknown double-quoted bare name as a string
     // literal, but reports an unknown `alias."name"`.
@@ -202,6 +206,13 @@ pub async fn preflight(
                     "checking mapping {section}: another session holds a lock"
                 )));
             }
+            if crate::db::privileges::is_permission_denied(&e) {
+                let table = checked_table(mapping, &section);
+                let select = [crate::db::privileges::Privilege::Select];
+                return Err(
+                    crate::db::privileges::denied(conn, dialect, &table, &select, &e).await,
+                );
+            }
             let e = e.downcast::<sqlx::Error>().expect("a sqlx error");
             if matches!(e, sqlx::Error::Database(_)) {
                 // The check's own table alias means nothing to the reader.
@@ -229,6 +240,26 @@ pub async fn preflight(
     Ok(())
 }
 
+/// The table a preflight section (`[messages]`, `[[evidence]] #2 (position)`…) reads.
+fn checked_table(mapping: &Mapping, section: &str) -> String {
+    match section {
+        "[messages]" => mapping.messages.table.clone(),
+        "[members]" => mapping
+            .members
+            .as_ref()
+            .map(|m| m.table.clone())
+            .unwrap_or_default(),
+        "[counter]" => mapping.counter_table().to_string(),
+        _ => section
+            .strip_prefix("[[evidence]] #")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| mapping.evidence.get(n - 1))
+            .and_then(|e| e.source().map(|s| s.table.clone()))
+            .unwrap_or_default(),
+    }
+}
+
 /// Whether `table` is a view (stages that only read accept views; `contract` does not).
 pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
     let (sql, binds) = dialect.view_count_query(table);
@@ -241,6 +272,9 @@ pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) ->
 }
 
 /// Whether a table exists (used by `status` and `expand --dry-run`).
+///
+/// Errors (exit 3): the session may not read it ("permission denied", with the GRANT that is
+/// missing: [`crate::db::privileges::denied`]), or the database fails.
 pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
     let sql = format!("SELECT 1 FROM {} WHERE 1 = 0", dialect.quote(table));
     match sqlx::raw_sql(&sql).execute(&mut *conn).await {
@@ -251,6 +285,10 @@ pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &st
                 return Err(e.context(format!(
                     "reading table {table}: another session holds a lock"
                 )));
+            }
+            if crate::db::privileges::is_permission_denied(&e) {
+                let select = [crate::db::privileges::Privilege::Select];
+                return Err(crate::db::privileges::denied(conn, dialect, table, &select, &e).await);
             }
             match e.downcast::<sqlx::Error>() {
                 Ok(sqlx::Error::Database(_)) => Ok(false),

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::mapping::{EvidenceKind, Mapping, Shape};
 
+pub mod galera;
 pub mod mysql;
 pub mod postgres;
 pub mod quote;
@@ -214,6 +215,18 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// one), quoted. SQLite names the index with the table's schema; the servers put an index
     /// in its table's schema by themselves.
     fn index_name(&self, schema: Option<&str>, index: &str) -> String;
+    /// The query of the session's user as the database knows it (one text column), or None
+    /// where the database has no users or privileges (SQLite): then
+    /// [`crate::db::privileges`] checks nothing.
+    fn current_user_sql(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// `user` (as [`SqlDialect::current_user_sql`] returned it) as the grantee of a GRANT
+    /// statement.
+    fn grantee(&self, user: &str) -> String {
+        user.to_string()
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----

@@ -1,11 +1,12 @@
-//! MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
+//! MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then
+//! a lock row, [`super::galera`]).
 
 use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
 use super::runner_lock::{advisory_key, BoxFuture, LockAttempt};
-use super::SqlDialect;
+use super::{galera, SqlDialect};
 use crate::db::text;
 
 /// MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
@@ -90,13 +91,17 @@ impl SqlDialect for Mysql {
         })
     }
 
-    /// A named lock (`GET_LOCK` with no wait); the holder is named from the process list.
+    /// A named lock (`GET_LOCK` with no wait); the holder is named from the process list. On
+    /// a Galera node, where `GET_LOCK` is per node, a lock row ([`super::galera`]).
     fn try_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
     ) -> BoxFuture<'a, Result<LockAttempt>> {
         Box::pin(async move {
+            if galera::is_galera(conn).await? {
+                return galera::try_lock(conn, name).await;
+            }
             let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
                 .bind(name.to_string())
                 .fetch_one(&mut *conn)
@@ -126,12 +131,30 @@ impl SqlDialect for Mysql {
         })
     }
 
+    /// The lock row's heartbeat on a Galera node; nothing elsewhere (`GET_LOCK` lives with
+    /// the session).
+    fn refresh_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            if galera::is_galera(conn).await? {
+                galera::refresh(conn, name).await?;
+            }
+            Ok(())
+        })
+    }
+
     fn release_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
+            if galera::is_galera(conn).await? {
+                return galera::release(conn, name).await;
+            }
             sqlx::query("SELECT RELEASE_LOCK(?)")
                 .bind(name.to_string())
                 .execute(&mut *conn)
@@ -146,6 +169,9 @@ impl SqlDialect for Mysql {
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            if galera::is_galera(conn).await? {
+                return galera::held(conn, name).await;
+            }
             let holder: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
                 .bind(name.to_string())
                 .fetch_one(&mut *conn)
@@ -224,6 +250,17 @@ impl SqlDialect for Mysql {
 
     fn index_name(&self, _schema: Option<&str>, index: &str) -> String {
         <dyn SqlDialect>::quote(self, index)
+    }
+    fn current_user_sql(&self) -> Option<&'static str> {
+        Some("SELECT CAST(CURRENT_USER() AS CHAR(255))")
+    }
+
+    /// `user@host` as `'user'@'host'`.
+    fn grantee(&self, user: &str) -> String {
+        match user.rsplit_once('@') {
+            Some((u, h)) => format!("'{u}'@'{h}'"),
+            None => format!("'{user}'"),
+        }
     }
     // ---- end transactions, locks and catalog ----
 

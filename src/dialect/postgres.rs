@@ -201,6 +201,14 @@ impl SqlDialect for Postgres {
     fn index_name(&self, _schema: Option<&str>, index: &str) -> String {
         <dyn SqlDialect>::quote(self, index)
     }
+    fn current_user_sql(&self) -> Option<&'static str> {
+        Some("SELECT CAST(current_user AS TEXT)")
+    }
+
+    /// The role's name, quoted.
+    fn grantee(&self, user: &str) -> String {
+        <dyn SqlDialect>::quote(self, user)
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----

@@ -267,6 +267,7 @@ pub async fn run(
                 "the ledger table tidemark_ledger does not exist: run `tidemark expand`, or audit with --no-ledger",
             ));
         }
+        crate::db::privileges::for_audit(conn, dialect, opts.store_rows).await?;
         if opts.resume {
             let (id, previous) =
                 find_incomplete(conn, dialect, &mapping.fingerprint, &options).await?;

@@ -191,6 +191,7 @@ pub async fn run(
         )
         .await;
     }
+    crate::db::privileges::for_backfill(conn, dialect, &mapping.watermarks.table).await?;
     let lock = RunnerLock::acquire(conn, dialect, &lock_name(mapping)).await?;
     let result = async {
         let (id, lo, summary) = resume_or_start(conn, mapping, dialect, opts).await?;

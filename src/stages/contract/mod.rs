@@ -379,6 +379,7 @@ pub async fn run(
     }
 
     // --execute: one runner per mapping, recorded in the ledger from here on.
+    crate::db::privileges::for_contract(conn, dialect).await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {

@@ -1,0 +1,296 @@
+//! The type check of every mapped column, before any statement of a stage runs (issue 13,
+//! rows 3 and 4): positions and counters must be integers, the time columns of timestamp
+//! evidence date/time types (or integers: epoch numbers), and a predicate that is a bare
+//! column must be a boolean (or integer) column. Otherwise a text counter holding `'7abc'` is
+//! read as 7 on MariaDB and a text `id` orders `'10'` before `'9'` on SQLite, silently.
+//!
+//! The declared type comes from the catalog (`sql/<dialect>/column_type.sql`); for SQLite it
+//! is the declared type's affinity (a view's column has the type of the column it selects,
+//! none for an expression: not checked).
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+
+use crate::dialect::{Dialect, SqlContext};
+use crate::error::input_error;
+use crate::mapping::{EvidenceKind, Mapping};
+use crate::schema::column_type;
+
+/// The family of a declared column type, as far as the checks care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Any integer type (SQLite: a declared type containing `INT`).
+    Integer,
+    /// `numeric` / `decimal` (SQLite: NUMERIC affinity that is not a date or boolean name).
+    Decimal,
+    /// `real`, `float`, `double`.
+    Float,
+    /// Character types (`char`, `varchar`, `text`, `clob`, MySQL `enum`/`set`).
+    Text,
+    /// Dates and times (`date`, `time`, `datetime`, `timestamp`…).
+    Time,
+    /// `boolean`.
+    Boolean,
+    /// No declared type (SQLite, or a view's expression column): not checked.
+    Unknown,
+    /// Anything else (binary, uuid, json, interval…).
+    Other,
+}
+
+impl Family {
+    /// How the family reads in a message ("text", "a date/time type"…).
+    fn describe(self, declared: &str) -> String {
+        match self {
+            Family::Text => "text".into(),
+            Family::Time => format!("a date/time type ({declared})"),
+            Family::Boolean => "boolean".into(),
+            Family::Float => format!("floating point ({declared})"),
+            _ => format!("of type {declared}"),
+        }
+    }
+}
+
+/// The family of `declared` as the catalog of `dialect` spells it (MySQL's appended character
+/// set is ignored).
+pub fn family(dialect: Dialect, declared: &str) -> Family {
+    let (base, _) = dialect.split_type_attributes(declared);
+    let t = base.trim().to_ascii_lowercase();
+    if t.is_empty() {
+        return Family::Unknown;
+    }
+    if t.starts_with("interval") || t == "point" {
+        return Family::Other;
+    }
+    if t.contains("int") {
+        return Family::Integer;
+    }
+    if t.contains("char") || t.contains("text") || t.contains("clob") {
+        return Family::Text;
+    }
+    if t.starts_with("enum") || t.starts_with("set(") {
+        return Family::Text;
+    }
+    if t.contains("time") || t.contains("date") {
+        return Family::Time;
+    }
+    if t.starts_with("bool") {
+        return Family::Boolean;
+    }
+    if t.starts_with("numeric") || t.starts_with("decimal") {
+        return Family::Decimal;
+    }
+    if t.contains("real") || t.contains("floa") || t.contains("doub") {
+        return Family::Float;
+    }
+    if dialect.name() == "sqlite" && !t.contains("blob") {
+        // Any other declared name has NUMERIC affinity (e.g. NUMBER, BIGNUM).
+        return Family::Decimal;
+    }
+    Family::Other
+}
+
+/// What a mapped column must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// A message position (messages id, join position, position evidence).
+    Position,
+    /// An unread counter.
+    Counter,
+    /// A time (messages created_at, timestamp evidence).
+    Time,
+    /// A predicate that is a bare column.
+    Predicate,
+}
+
+/// Whether a column of `family` can play `role` on `dialect`, and if not, what it must be.
+fn accepts(role: Role, family: Family, dialect: Dialect) -> Result<(), &'static str> {
+    use Family::*;
+    let ok = match role {
+        Role::Position => matches!(family, Integer | Decimal | Unknown),
+        Role::Counter => matches!(family, Integer | Decimal | Unknown),
+        // SQLite has no date type: ISO-8601 text is its documented date form.
+        Role::Time => {
+            matches!(family, Time | Integer | Decimal | Float | Unknown)
+                || (family == Text && dialect.name() == "sqlite")
+        }
+        Role::Predicate => matches!(family, Boolean | Integer | Unknown),
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match role {
+        Role::Position => "a position must be an integer",
+        Role::Counter => "a counter must be an integer",
+        Role::Time => "a time must be a date/time type (or an integer epoch)",
+        Role::Predicate => {
+            "a predicate must be a boolean expression, e.g. \"<column> IS NULL\" or \"<column> = 1\""
+        }
+    })
+}
+
+/// The column a predicate names when it is a bare identifier (`left_at`, `"left_at"`,
+/// `` `left_at` ``), else None: an expression is left to the database's own check.
+fn bare_column(predicate: &str) -> Option<String> {
+    let p = predicate.trim();
+    let inner = ["\"", "`"]
+        .iter()
+        .find_map(|q| p.strip_prefix(q).and_then(|r| r.strip_suffix(q)))
+        .unwrap_or(p);
+    let ok = !inner.is_empty()
+        && inner.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !inner.chars().next().is_some_and(|c| c.is_ascii_digit());
+    let keyword = ["true", "false", "null"].contains(&inner.to_ascii_lowercase().as_str());
+    (ok && !keyword).then(|| inner.to_string())
+}
+
+/// One column to check: (mapping key as the user wrote it, table, column, role).
+type Check = (String, String, String, Role);
+
+/// Every mapped column with a type rule, with its mapping key.
+fn checks(mapping: &Mapping) -> Vec<Check> {
+    let mut out: Vec<Check> = Vec::new();
+    let key = |section: &str, k: &str, v: &str| format!("{section} {k} = {v:?}");
+    let m = &mapping.messages;
+    out.push((
+        key("[messages]", "id", &m.id),
+        m.table.clone(),
+        m.id.clone(),
+        Role::Position,
+    ));
+    if let Some(c) = &m.created_at {
+        out.push((
+            key("[messages]", "created_at", c),
+            m.table.clone(),
+            c.clone(),
+            Role::Time,
+        ));
+    }
+    for (k, p) in [
+        ("countable", &m.countable),
+        ("legacy_countable", &m.legacy_countable),
+    ] {
+        if let Some(col) = p.as_deref().and_then(bare_column) {
+            let p = p.as_deref().unwrap_or_default();
+            out.push((
+                key("[messages]", k, p),
+                m.table.clone(),
+                col,
+                Role::Predicate,
+            ));
+        }
+    }
+    if let Some(mb) = &mapping.members {
+        if let Some(j) = &mb.join_position {
+            out.push((
+                key("[members]", "join_position", j),
+                mb.table.clone(),
+                j.clone(),
+                Role::Position,
+            ));
+        }
+        if let Some(col) = mb.active.as_deref().and_then(bare_column) {
+            let p = mb.active.as_deref().unwrap_or_default();
+            out.push((
+                key("[members]", "active", p),
+                mb.table.clone(),
+                col,
+                Role::Predicate,
+            ));
+        }
+    }
+    let c = &mapping.counter;
+    out.push((
+        key("[counter]", "column", &c.column),
+        mapping.counter_table().to_string(),
+        c.column.clone(),
+        Role::Counter,
+    ));
+    for (i, e) in mapping.evidence.iter().enumerate() {
+        let role = match e.kind() {
+            EvidenceKind::Position => Role::Position,
+            EvidenceKind::Timestamp => Role::Time,
+            _ => continue,
+        };
+        if let Some(src) = e.source() {
+            out.push((
+                key(
+                    &format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
+                    "column",
+                    &src.column,
+                ),
+                src.table.clone(),
+                src.column.clone(),
+                role,
+            ));
+        }
+    }
+    out
+}
+
+/// Checks the declared type of every mapped column (see the module documentation). A column
+/// the catalog does not know is skipped here: the preflight's query reports it.
+///
+/// Errors (exit 2): the first column of the wrong type, e.g. `[messages] id = "body": column
+/// messages.body is text; a position must be an integer`. Exit 3: the catalog cannot be read.
+pub async fn check(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) -> Result<()> {
+    let ctx = SqlContext::new(mapping, dialect);
+    for (key, table, column, role) in checks(mapping) {
+        let Some(declared) = column_type(conn, &ctx, &table, &column).await? else {
+            continue;
+        };
+        let fam = family(dialect, &declared);
+        if let Err(must) = accepts(role, fam, dialect) {
+            return Err(input_error(format!(
+                "{key}: column {table}.{column} is {}; {must}",
+                fam.describe(&declared)
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_per_dialect() {
+        let pg = Dialect::Postgres;
+        assert_eq!(family(pg, "bigint"), Family::Integer);
+        assert_eq!(family(pg, "character varying(20)"), Family::Text);
+        assert_eq!(family(pg, "timestamp with time zone"), Family::Time);
+        assert_eq!(family(pg, "interval"), Family::Other);
+        assert_eq!(family(pg, "boolean"), Family::Boolean);
+        let my = Dialect::Mysql;
+        assert_eq!(family(my, "int(11) unsigned"), Family::Integer);
+        assert_eq!(
+            family(my, "text CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+            Family::Text
+        );
+        assert_eq!(family(my, "datetime(6)"), Family::Time);
+        let lite = Dialect::Sqlite;
+        assert_eq!(family(lite, "INTEGER"), Family::Integer);
+        assert_eq!(family(lite, ""), Family::Unknown);
+        assert_eq!(family(lite, "TEXT"), Family::Text);
+        assert_eq!(family(lite, "NUMBER"), Family::Decimal);
+    }
+
+    #[test]
+    fn bare_columns() {
+        assert_eq!(bare_column("left_at").as_deref(), Some("left_at"));
+        assert_eq!(bare_column(" \"left_at\" ").as_deref(), Some("left_at"));
+        assert_eq!(bare_column("left_at IS NULL"), None);
+        assert_eq!(bare_column("active = 1"), None);
+        assert_eq!(bare_column("TRUE"), None);
+    }
+
+    #[test]
+    fn roles() {
+        let lite = Dialect::Sqlite;
+        assert!(accepts(Role::Position, Family::Text, lite).is_err());
+        assert!(accepts(Role::Counter, Family::Integer, lite).is_ok());
+        assert!(accepts(Role::Time, Family::Text, lite).is_ok());
+        assert!(accepts(Role::Time, Family::Text, Dialect::Postgres).is_err());
+        assert!(accepts(Role::Predicate, Family::Time, lite).is_err());
+    }
+}

@@ -1,0 +1,202 @@
+//! Least privilege (issue 13, row 2): a statement the database refuses for want of a
+//! privilege is reported as "permission denied", with the GRANT that is missing, exit 3 (not
+//! as a missing table, nor as bad input).
+//!
+//! [`check`] probes, before a stage writes anything, that the session may use each table as
+//! the stage needs: statements that touch no row (`SELECT … WHERE 1 = 0`, `INSERT … SELECT …
+//! WHERE 1 = 0`, `UPDATE … WHERE 1 = 0`), which the servers still check privileges for. SQLite
+//! has no privileges: nothing is probed there.
+
+use anyhow::{anyhow, Result};
+use sqlx::AnyConnection;
+
+use crate::db::text;
+use crate::dialect::Dialect;
+
+/// A privilege a stage needs on a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    /// Read rows.
+    Select,
+    /// Add rows.
+    Insert,
+    /// Change rows (the column probed is given with it).
+    Update,
+}
+
+impl Privilege {
+    /// The privilege's SQL name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Privilege::Select => "SELECT",
+            Privilege::Insert => "INSERT",
+            Privilege::Update => "UPDATE",
+        }
+    }
+}
+
+/// What a stage needs on one table: its name, a column (for the UPDATE probe) and the
+/// privileges.
+#[derive(Debug, Clone)]
+pub struct Need<'a> {
+    /// The table, `name` or `schema.name`, unquoted.
+    pub table: &'a str,
+    /// A column of the table (the UPDATE probe sets it to itself).
+    pub column: &'a str,
+    /// The privileges, e.g. SELECT, INSERT, UPDATE.
+    pub privileges: &'a [Privilege],
+}
+
+/// Whether a database error is a refused privilege: PostgreSQL 42501 (`permission denied for
+/// table …`), MySQL/MariaDB 1142/1143 (`… command denied to user …`, SQLSTATE 42000) and
+/// 1044/1045 (`Access denied for user …`). The codes and messages of every engine are
+/// recognised (an error does not say which engine sent it).
+pub fn is_permission_denied(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let Some(sqlx::Error::Database(db)) = cause.downcast_ref::<sqlx::Error>() else {
+            return false;
+        };
+        let message = db.message().to_ascii_lowercase();
+        db.code().as_deref() == Some("42501")
+            || message.contains("permission denied")
+            || message.contains("command denied")
+            || message.contains("access denied")
+    })
+}
+
+/// The session's user as a GRANT names it (`"tm_ro"`, `'tm_ro'@'%'`), or None where the
+/// database has no users (SQLite) or cannot say.
+pub async fn grantee(conn: &mut AnyConnection, dialect: Dialect) -> Option<String> {
+    let sql = dialect.current_user_sql()?;
+    let row = sqlx::query(sql).fetch_one(&mut *conn).await.ok()?;
+    let user = text(&row, 0).ok()??;
+    Some(dialect.grantee(&user))
+}
+
+/// The "permission denied" error for `privileges` on `table`, naming the GRANT that is
+/// missing and the database's own message (`cause`). Exit 3.
+pub async fn denied(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    table: &str,
+    privileges: &[Privilege],
+    cause: &anyhow::Error,
+) -> anyhow::Error {
+    let who = grantee(conn, dialect)
+        .await
+        .unwrap_or_else(|| "<this user>".to_string());
+    let list = privileges
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let why = cause
+        .chain()
+        .find_map(|c| match c.downcast_ref::<sqlx::Error>() {
+            Some(sqlx::Error::Database(db)) => Some(db.message().to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|| cause.to_string());
+    anyhow!(
+        "permission denied: this user may not {list} table {table} ({why}); missing: GRANT {list} ON {} TO {who}",
+        dialect.quote(table)
+    )
+}
+
+/// Probes every need (see the module documentation), the tables in order.
+///
+/// Errors (exit 3): the first privilege refused, as [`denied`] words it (all the privileges
+/// of that table in the GRANT); any other database failure as it is.
+pub async fn check(conn: &mut AnyConnection, dialect: Dialect, needs: &[Need<'_>]) -> Result<()> {
+    if dialect.current_user_sql().is_none() {
+        return Ok(());
+    }
+    for need in needs {
+        let t = dialect.quote(need.table);
+        let c = dialect.quote(need.column);
+        for p in need.privileges {
+            let sql = match p {
+                Privilege::Select => format!("SELECT {c} FROM {t} WHERE 1 = 0"),
+                Privilege::Insert => {
+                    format!("INSERT INTO {t} SELECT * FROM {t} WHERE 1 = 0")
+                }
+                Privilege::Update => format!("UPDATE {t} SET {c} = {c} WHERE 1 = 0"),
+            };
+            if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
+                let e = anyhow::Error::from(e);
+                if is_permission_denied(&e) {
+                    return Err(denied(conn, dialect, need.table, need.privileges, &e).await);
+                }
+                return Err(e.context(format!("checking {} on {}", p.as_str(), need.table)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// SELECT, INSERT and UPDATE: what a stage needs on the tables it writes.
+const WRITE: &[Privilege] = &[Privilege::Select, Privilege::Insert, Privilege::Update];
+
+/// `backfill`: write on the watermark table and the ledger.
+///
+/// Errors (exit 3): as [`check`].
+pub async fn for_backfill(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    watermarks: &str,
+) -> Result<()> {
+    let needs = [
+        Need {
+            table: watermarks,
+            column: "last_read_id",
+            privileges: WRITE,
+        },
+        Need {
+            table: crate::ledger::LEDGER_TABLE,
+            column: "status",
+            privileges: WRITE,
+        },
+    ];
+    check(conn, dialect, &needs).await
+}
+
+/// `audit` with its ledger: write on the ledger (and the drift rows table with
+/// `--store-rows`).
+///
+/// Errors (exit 3): as [`check`].
+pub async fn for_audit(conn: &mut AnyConnection, dialect: Dialect, store_rows: bool) -> Result<()> {
+    let mut needs = vec![Need {
+        table: crate::ledger::LEDGER_TABLE,
+        column: "status",
+        privileges: WRITE,
+    }];
+    if store_rows {
+        needs.push(Need {
+            table: crate::ledger::DRIFT_ROWS_TABLE,
+            column: "run_id",
+            privileges: &[Privilege::Select, Privilege::Insert],
+        });
+    }
+    check(conn, dialect, &needs).await
+}
+
+/// `contract`: write on the ledger, SELECT and INSERT on the archive table. (The ALTER or
+/// DROP privilege on the counter's table cannot be probed without changing it: a refused DDL
+/// is reported as [`denied`] words it when it happens.)
+///
+/// Errors (exit 3): as [`check`].
+pub async fn for_contract(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
+    let needs = [
+        Need {
+            table: crate::ledger::LEDGER_TABLE,
+            column: "status",
+            privileges: WRITE,
+        },
+        Need {
+            table: crate::stages::contract::ARCHIVE_TABLE,
+            column: "contract_id",
+            privileges: &[Privilege::Select, Privilege::Insert],
+        },
+    ];
+    check(conn, dialect, &needs).await
+}
