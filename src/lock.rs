@@ -81,11 +81,5 @@ pub async fn set_lock_timeout(
 /// LOCKED. The codes and messages of every dialect are recognised (an error does not say which
 /// engine sent it).
 pub fn is_lock_wait(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        let Some(sqlx::Error::Database(db)) = cause.downcast_ref::<sqlx::Error>() else {
-            return false;
-        };
-        let code = db.code().map(|c| c.to_string()).unwrap_or_default();
-        runner_lock::is_lock_wait(&code, db.message())
-    })
+    runner_lock::error_is_lock_wait(error)
 }

@@ -221,7 +221,7 @@ pub async fn preflight(
                     .map(|d| d.message().replace("tm_t.", ""))
                     .unwrap_or_default();
                 let dropped = if section == "[counter]" {
-                    crate::stages::contract::dropped_by(conn, mapping, dialect)
+                    dropped_by(conn, mapping, dialect)
                         .await
                         .ok()
                         .flatten()
@@ -297,4 +297,23 @@ pub async fn table_exists(conn: &mut AnyConnection, dialect: Dialect, table: &st
             }
         }
     }
+}
+
+/// The contract run that dropped the mapping's counter column, if the ledger exists and one
+/// did (for the preflight's message about a counter that is gone).
+async fn dropped_by(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Option<i64>> {
+    if !table_exists(conn, dialect, crate::ledger::LEDGER_TABLE).await? {
+        return Ok(None);
+    }
+    crate::ledger::contract_that_dropped(
+        conn,
+        dialect,
+        mapping.counter_table(),
+        &mapping.counter.column,
+    )
+    .await
 }

@@ -193,7 +193,7 @@ pub async fn for_contract(conn: &mut AnyConnection, dialect: Dialect) -> Result<
             privileges: WRITE,
         },
         Need {
-            table: crate::stages::contract::ARCHIVE_TABLE,
+            table: crate::ledger::ARCHIVE_TABLE,
             column: "contract_id",
             privileges: &[Privilege::Select, Privilege::Insert],
         },

@@ -70,7 +70,7 @@ fn retried<'a>(conn: &'a mut AnyConnection, op: Op<'a>) -> BoxFuture<'a, Result<
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     let _ = raw(&mut *conn, "ROLLBACK").await;
-                    if attempt >= ATTEMPTS || !crate::lock::is_lock_wait(&e) {
+                    if attempt >= ATTEMPTS || !super::runner_lock::error_is_lock_wait(&e) {
                         return Err(e);
                     }
                     let pause = 20 * u64::from(attempt) + u64::from(std::process::id() % 20);

@@ -58,6 +58,19 @@ pub fn is_lock_wait(code: &str, message: &str) -> bool {
     })
 }
 
+/// Whether any cause in `error`'s chain is a database error that [`is_lock_wait`] recognises
+/// (what [`crate::lock::is_lock_wait`] answers; here so that the dialects need not import the
+/// module that uses them).
+pub fn error_is_lock_wait(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let Some(sqlx::Error::Database(db)) = cause.downcast_ref::<sqlx::Error>() else {
+            return false;
+        };
+        let code = db.code().map(|c| c.to_string()).unwrap_or_default();
+        is_lock_wait(&code, db.message())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,9 @@ pub fn text(row: &AnyRow, column: &str) -> Result<Option<String>> {
 /// The ledger table.
 pub const LEDGER_TABLE: &str = "tidemark_ledger";
 
+/// The contract's archive of dropped counter values (migration `V3__counter_archive`).
+pub const ARCHIVE_TABLE: &str = "tidemark_counter_archive";
+
 /// One ledger row as `status` shows it.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -306,4 +309,33 @@ pub async fn drift_changes(conn: &mut AnyConnection, newer: i64, older: i64) -> 
         .fetch_one(&mut *conn)
         .await?;
     Ok((new, fixed))
+}
+
+/// The newest finished contract run that dropped `column` of `table` (as the mapping names
+/// them), if any: `status` ("contract: done, run #N"), a second `contract`, and the preflight's
+/// message for a counter that is gone all ask this.
+///
+/// Errors when a finished contract run's summary cannot be read: whether the counter was
+/// dropped must not be guessed.
+pub async fn contract_that_dropped(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    table: &str,
+    column: &str,
+) -> Result<Option<i64>> {
+    for e in recent(conn, Stage::Contract, 100, dialect).await? {
+        if e.status != RunStatus::Done {
+            continue;
+        }
+        let summary: records::ContractSummaryRecord = e
+            .summary
+            .as_deref()
+            .context("no summary")
+            .and_then(|s| Ok(serde_json::from_str(s)?))
+            .with_context(|| format!("reading contract run #{} of the ledger", e.id))?;
+        if summary.target.table == table && summary.target.column == column {
+            return Ok(Some(e.id));
+        }
+    }
+    Ok(None)
 }

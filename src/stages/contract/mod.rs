@@ -55,8 +55,7 @@ use crate::lock::RunnerLock;
 use crate::mapping::{hex, Mapping, Shape};
 use crate::schema::{self, KeyKind};
 
-/// The archive table (migration `V3__counter_archive`).
-pub const ARCHIVE_TABLE: &str = "tidemark_counter_archive";
+pub use crate::ledger::ARCHIVE_TABLE;
 
 /// The final audit's report when neither `--audit-report` nor `--archive` names a folder.
 pub const DEFAULT_AUDIT_REPORT: &str = "tidemark-contract-audit.csv";

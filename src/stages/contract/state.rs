@@ -1,14 +1,13 @@
 //! What the database and the ledger say about the counter: its table's columns, the contract
 //! run that dropped it, and the gate's verdict alone (for `status`). Reads only.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::{target_of, ContractOptions, Target};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::gate::{self, read_audits, statement_use, GateOptions};
-use crate::ledger::records::ContractSummaryRecord;
-use crate::ledger::{self, RunStatus, Stage, LEDGER_TABLE};
+use crate::ledger::{self, LEDGER_TABLE};
 use crate::mapping::Mapping;
 use crate::schema;
 use crate::stages::now_ms;
@@ -65,28 +64,12 @@ pub async fn dropped_by(
     last_contract(conn, dialect, &target).await
 }
 
-/// The newest finished contract run that dropped this counter, if any.
-///
-/// Errors when a finished contract run's summary cannot be read: whether the counter was
-/// dropped must not be guessed.
+/// The newest finished contract run that dropped this counter, if any
+/// ([`ledger::contract_that_dropped`]).
 pub(super) async fn last_contract(
     conn: &mut AnyConnection,
     dialect: Dialect,
     target: &Target,
 ) -> Result<Option<i64>> {
-    for e in ledger::recent(conn, Stage::Contract, 100, dialect).await? {
-        if e.status != RunStatus::Done {
-            continue;
-        }
-        let summary: ContractSummaryRecord = e
-            .summary
-            .as_deref()
-            .context("no summary")
-            .and_then(|s| Ok(serde_json::from_str(s)?))
-            .with_context(|| format!("reading contract run #{} of the ledger", e.id))?;
-        if summary.target.table == target.table && summary.target.column == target.column {
-            return Ok(Some(e.id));
-        }
-    }
-    Ok(None)
+    ledger::contract_that_dropped(conn, dialect, &target.table, &target.column).await
 }
