@@ -311,6 +311,10 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     // ---- demo and generator ----
     // (what the demo and the generator need)
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+    // ---- end inspect ----
 }
 
 impl dyn SqlDialect {

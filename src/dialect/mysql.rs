@@ -323,6 +323,10 @@ impl SqlDialect for Mysql {
     // ---- demo and generator ----
     // (what the demo and the generator need)
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+    // ---- end inspect ----
 }
 
 /// Splits `schema.table` (unquoted) into its schema, if any, and the table's name.

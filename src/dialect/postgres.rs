@@ -259,6 +259,10 @@ impl SqlDialect for Postgres {
     // ---- demo and generator ----
     // (what the demo and the generator need)
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+    // ---- end inspect ----
 }
 
 #[cfg(test)]

@@ -289,4 +289,8 @@ impl SqlDialect for Sqlite {
     // ---- demo and generator ----
     // (what the demo and the generator need)
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+    // ---- end inspect ----
 }
