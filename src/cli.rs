@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 pub mod contract;
+pub mod inspect;
 
 use crate::db::Dsn;
 use crate::error::{EXIT_INCOMPLETE, EXIT_OK};
@@ -30,6 +31,10 @@ pub enum Command {
     /// Build a legacy chat database with the faults of the seed articles injected (SQLite in
     /// the current folder, or --database URL) and run the whole staged migration on it.
     Demo(DemoArgs),
+    /// Read the schema and propose a mapping file, with a comment on each choice and each
+    /// alternative seen; warn about missing indexes and position hazards. Writes nothing to the
+    /// database. Exit 1 when no complete mapping can be proposed.
+    Inspect(inspect::InspectArgs),
     /// Print every statement each stage would run for this mapping and dialect. Writes
     /// nothing.
     Plan(Common),
@@ -328,6 +333,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
             Ok(EXIT_OK)
         }
         Command::Contract(args) => contract::run_cli(args).await,
+        Command::Inspect(args) => inspect::run_cli(args).await,
         Command::Plan(common) => {
             let (dsn, mapping) = common.resolve()?;
             let mut conn = dsn.connect().await?;
