@@ -60,7 +60,11 @@ pub async fn run_cli(args: InspectArgs) -> Result<u8> {
             print_summary(&outcome, &dsn, None);
         }
     }
-    Ok(if outcome.complete() { EXIT_OK } else { EXIT_DRIFT })
+    Ok(if outcome.complete() {
+        EXIT_OK
+    } else {
+        EXIT_DRIFT
+    })
 }
 
 fn refuse(path: &std::path::Path) -> anyhow::Error {

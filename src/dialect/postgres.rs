@@ -295,7 +295,9 @@ impl SqlDialect for Postgres {
     }
 
     fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
-        format!("ALTER TABLE {table} ALTER COLUMN {column} TYPE BIGINT USING CAST({column} AS BIGINT);")
+        format!(
+            "ALTER TABLE {table} ALTER COLUMN {column} TYPE BIGINT USING CAST({column} AS BIGINT);"
+        )
     }
     // ---- end inspect ----
 }

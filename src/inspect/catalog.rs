@@ -263,7 +263,10 @@ mod tests {
             TypeClass::of_server_type("timestamp with time zone"),
             TypeClass::Timestamp
         );
-        assert_eq!(TypeClass::of_server_type("numeric(10,2)"), TypeClass::Decimal);
+        assert_eq!(
+            TypeClass::of_server_type("numeric(10,2)"),
+            TypeClass::Decimal
+        );
         assert_eq!(TypeClass::of_server_type("point"), TypeClass::Other);
         assert_eq!(TypeClass::of_sqlite_type("BIGINT"), TypeClass::Integer);
         assert_eq!(TypeClass::of_sqlite_type("VARCHAR(64)"), TypeClass::Text);

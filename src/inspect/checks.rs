@@ -168,11 +168,7 @@ pub async fn warnings(
         if !c.integer {
             let n = count(
                 conn,
-                &format!(
-                    "SELECT COUNT({}) FROM {}",
-                    q(&c.column),
-                    q(&c.table)
-                ),
+                &format!("SELECT COUNT({}) FROM {}", q(&c.column), q(&c.table)),
             )
             .await?;
             out.push(Warning {

@@ -253,18 +253,20 @@ fn messages_candidates(catalog: &Catalog) -> Vec<MessagesCandidate> {
     let mut out = Vec::new();
     for t in &catalog.tables {
         let n = lower(&t.bare);
-        if is_receipts(t) || ["summary", "counter", "member"].iter().any(|w| n.contains(w)) {
+        if is_receipts(t)
+            || ["summary", "counter", "member"]
+                .iter()
+                .any(|w| n.contains(w))
+        {
             continue;
         }
         let name_rank = messages_name_rank(t);
         let Some((_, conv)) = pick(t, CONVERSATION) else {
             continue;
         };
-        let sender = pick(t, SENDER).map(|(_, c)| c).or_else(|| {
-            (name_rank < 4)
-                .then(|| t.column("user_id"))
-                .flatten()
-        });
+        let sender = pick(t, SENDER)
+            .map(|(_, c)| c)
+            .or_else(|| (name_rank < 4).then(|| t.column("user_id")).flatten());
         let Some(sender) = sender else { continue };
         let positions: Vec<&Column> = POSITION
             .iter()
@@ -362,7 +364,9 @@ fn is_members(t: &Table) -> bool {
 
 /// The `[members]` choice for a table: keys, active predicate, join position.
 fn members_choice(t: &Table, facts: &Facts) -> MembersChoice {
-    let user = pick(t, USER).map(|(_, c)| c.name.clone()).unwrap_or_default();
+    let user = pick(t, USER)
+        .map(|(_, c)| c.name.clone())
+        .unwrap_or_default();
     let conversation = pick(t, CONVERSATION)
         .map(|(_, c)| c.name.clone())
         .unwrap_or_default();
@@ -598,9 +602,10 @@ pub fn propose(catalog: &Catalog, facts: &Facts) -> Proposal {
                 .into(),
         }),
         Some(Shape::PerMessage)
-            if !p.evidence.iter().any(|e| {
-                matches!(e.kind, EvidenceKind::Position | EvidenceKind::Timestamp)
-            }) =>
+            if !p
+                .evidence
+                .iter()
+                .any(|e| matches!(e.kind, EvidenceKind::Position | EvidenceKind::Timestamp)) =>
         {
             p.missing.push(
                 "read evidence for a per_message counter: a receipts table or a last-read \

@@ -106,7 +106,10 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
         }
     }
 
-    let _ = writeln!(w, "\n# [members]: who the counter is owed to (optional for per_member)");
+    let _ = writeln!(
+        w,
+        "\n# [members]: who the counter is owed to (optional for per_member)"
+    );
     match &p.members {
         Some(mb) => {
             let _ = writeln!(w, "[members]");
@@ -132,7 +135,10 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
             }
         }
         None => {
-            let _ = writeln!(w, "# no membership table seen (named like members/participants)");
+            let _ = writeln!(
+                w,
+                "# no membership table seen (named like members/participants)"
+            );
         }
     }
 
@@ -167,8 +173,11 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
                         .iter()
                         .filter(|i| i.unique)
                         .map(|i| {
-                            let cols: Vec<&str> =
-                                i.columns.iter().map(|c| c.as_deref().unwrap_or("(expr)")).collect();
+                            let cols: Vec<&str> = i
+                                .columns
+                                .iter()
+                                .map(|c| c.as_deref().unwrap_or("(expr)"))
+                                .collect();
                             format!("{} ({})", i.name, cols.join(", "))
                         })
                         .collect();
@@ -190,11 +199,17 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
             );
         }
         None => {
-            let _ = writeln!(w, "# [counter]: no counter column found (see MISSING above)");
+            let _ = writeln!(
+                w,
+                "# [counter]: no counter column found (see MISSING above)"
+            );
         }
     }
 
-    let _ = writeln!(w, "\n# Evidence, best first: the backfill takes the first that has a value.");
+    let _ = writeln!(
+        w,
+        "\n# Evidence, best first: the backfill takes the first that has a value."
+    );
     for table in &p.receipts_tables {
         let _ = writeln!(w, "# receipts table seen: {table}");
     }
@@ -212,7 +227,11 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
         }
         let _ = writeln!(w);
     }
-    if p.evidence.iter().all(|e| e.kind != EvidenceKind::OwnMessage) && p.messages.is_some() {
+    if p.evidence
+        .iter()
+        .all(|e| e.kind != EvidenceKind::OwnMessage)
+        && p.messages.is_some()
+    {
         let _ = writeln!(
             w,
             "# optional last: [[evidence]] kind = \"own_message\" (a member has read up to their \

@@ -31,6 +31,7 @@ mod contract;
 mod contract_failure;
 mod demo;
 mod generate;
+mod inspect;
 mod scenarios;
 mod snapshot;
 mod synapse;
