@@ -6,7 +6,8 @@
 //! order is not commit order), a counter table with several rows per member.
 //!
 //! Reads only. The stages: [`catalog`] (the dialect's catalog queries), [`propose`] (the choice,
-//! pure), [`checks`] (the queries over the data behind the warnings), [`render`] (the TOML text).
+//! pure, by the names in [`names`]), [`checks`] (the queries over the data behind the
+//! warnings), [`render`] (the TOML text).
 //! Nothing here prints: [`run`] returns an [`InspectOutcome`].
 
 use anyhow::Result;
@@ -16,6 +17,7 @@ use crate::dialect::Dialect;
 
 pub mod catalog;
 pub mod checks;
+pub mod names;
 pub mod propose;
 pub mod render;
 

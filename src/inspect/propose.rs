@@ -6,99 +6,10 @@
 use std::collections::BTreeMap;
 
 use super::catalog::{Catalog, Column, Table, TypeClass};
+use super::names::{
+    CONVERSATION, COUNTER, CREATED, NOT_COUNTABLE, POSITION, RECEIPT_POSITION, SENDER, USER,
+};
 use crate::mapping::{EvidenceKind, Shape};
-
-/// Conversation key names, best first.
-const CONVERSATION: &[&str] = &[
-    "conv_id",
-    "conversation_id",
-    "conversation",
-    "room_id",
-    "channel_id",
-    "chat_id",
-    "group_id",
-    "dialog_id",
-    "thread_id",
-];
-/// User key names, best first.
-const USER: &[&str] = &[
-    "user_id",
-    "member_id",
-    "account_id",
-    "participant_id",
-    "profile_id",
-    "uid",
-];
-/// Sender names, best first (`user_id` only on a table named like messages).
-const SENDER: &[&str] = &[
-    "sender_id",
-    "sender",
-    "author_id",
-    "from_user_id",
-    "sender_user_id",
-    "from_id",
-    "author",
-];
-/// Message position names, best first: a sequence allocated per conversation beats an id.
-const POSITION: &[&str] = &[
-    "seq",
-    "sequence",
-    "position",
-    "stream_ordering",
-    "id",
-    "message_id",
-    "msg_id",
-];
-/// Creation time names, best first.
-const CREATED: &[&str] = &[
-    "created_at",
-    "sent_at",
-    "created",
-    "inserted_at",
-    "created_on",
-    "origin_server_ts",
-    "ts",
-];
-/// Counter names, best first; any other integer column whose name holds `unread` comes after.
-const COUNTER: &[&str] = &[
-    "unread_count",
-    "unread",
-    "unread_messages",
-    "unread_messages_count",
-    "unread_message_count",
-    "unread_msg_count",
-    "msg_count",
-    "message_count",
-    "messages_count",
-    "notif_count",
-    "notification_count",
-    "unseen_count",
-    "badge_count",
-];
-/// Read position columns in a receipts table, best first.
-const RECEIPT_POSITION: &[&str] = &[
-    "message_id",
-    "last_read_id",
-    "last_read_message_id",
-    "event_stream_ordering",
-    "stream_ordering",
-    "read_up_to",
-    "position",
-    "seq",
-    "msg_id",
-];
-/// Flags and times on a messages row that a legacy counter usually did not count.
-const NOT_COUNTABLE: &[&str] = &[
-    "is_deleted",
-    "deleted",
-    "is_system",
-    "is_hidden",
-    "hidden",
-    "is_draft",
-    "deleted_at",
-    "removed_at",
-    "redacted_at",
-];
 
 /// The data facts the choice needs, read by the caller.
 #[derive(Debug, Clone, Default)]
@@ -412,18 +323,16 @@ fn members_choice(t: &Table, facts: &Facts) -> MembersChoice {
     }
     let mut join_position = None;
     for c in t.columns.iter().filter(|c| lower(&c.name).contains("join")) {
-        match c.class {
-            TypeClass::Integer if !lower(&c.name).ends_with("_at") => {
-                if join_position.is_none() {
-                    join_position = Some(c.name.clone());
-                }
-            }
-            TypeClass::Timestamp | TypeClass::Integer => notes.push(format!(
+        let is_time = c.class == TypeClass::Timestamp
+            || (c.class == TypeClass::Integer && lower(&c.name).ends_with("_at"));
+        if is_time {
+            notes.push(format!(
                 "{} is a join time, not a position: map a view whose join_position is the \
                  highest message position created at or before it",
                 c.name
-            )),
-            _ => {}
+            ));
+        } else if c.class == TypeClass::Integer && join_position.is_none() {
+            join_position = Some(c.name.clone());
         }
     }
     if active.is_none() {
@@ -523,6 +432,18 @@ pub fn propose(catalog: &Catalog, facts: &Facts) -> Proposal {
         };
         if is_receipts(t) {
             p.receipts_tables.push(t.name.clone());
+            let kinds: Vec<&str> = ["receipt_type", "type", "kind", "thread_id"]
+                .into_iter()
+                .filter(|n| t.column(n).is_some())
+                .collect();
+            if !kinds.is_empty() {
+                p.evidence_notes.push(format!(
+                    "{} has {}: every row counts as a read, whatever its type or thread; map a \
+                     view that keeps only the read receipts if some are not",
+                    t.name,
+                    kinds.join(", ")
+                ));
+            }
             match RECEIPT_POSITION
                 .iter()
                 .filter_map(|n| t.column(n))
