@@ -85,3 +85,6 @@ pub async fn run(conn: &mut AnyConnection, dialect: Dialect) -> Result<InspectOu
         tables: catalog.tables.len(),
     })
 }
+
+#[cfg(test)]
+mod tests;

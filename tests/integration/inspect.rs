@@ -300,3 +300,24 @@ async fn warnings_are_counted_and_fixable(backend: Backend) {
     drop(conn);
     db.cleanup().await;
 }
+
+/// A database with nothing to map: exit 1, the missing parts named; bad usage exits 2.
+#[test]
+fn nothing_to_map_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}?mode=rwc", dir.path().join("empty.db").display());
+    let run = bin::run(dir.path(), &["inspect", "--database", &url]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("missing:") && run.stderr.contains("a messages table"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("# MISSING: a counter column"),
+        "{}",
+        run.stdout
+    );
+    bin::run(dir.path(), &["inspect", "--database", &url, "--force"]).expect_code(2);
+    bin::run(dir.path(), &["inspect", "--database", "nope://x"]).expect_code(2);
+}
