@@ -66,7 +66,7 @@ pub async fn run(conn: &mut AnyConnection, dialect: Dialect) -> Result<InspectOu
     let catalog = catalog::read(conn, dialect).await?;
     // A first choice names the messages table; the facts of its counter candidates and of the
     // membership columns decide the final one.
-    let first = propose::propose(&catalog, &Facts::default());
+    let first = propose::propose(&catalog, &Facts::default(), dialect);
     let facts = checks::facts(
         conn,
         dialect,
@@ -74,7 +74,7 @@ pub async fn run(conn: &mut AnyConnection, dialect: Dialect) -> Result<InspectOu
         first.messages.as_ref().map(|m| m.table.as_str()),
     )
     .await?;
-    let proposal = propose::propose(&catalog, &facts);
+    let proposal = propose::propose(&catalog, &facts, dialect);
     let warnings = checks::warnings(conn, dialect, &catalog, &proposal).await?;
     let text = render::render(&proposal, &warnings, &catalog, dialect);
     Ok(InspectOutcome {

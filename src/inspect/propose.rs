@@ -9,6 +9,7 @@ use super::catalog::{Catalog, Column, Table, TypeClass};
 use super::names::{
     CONVERSATION, COUNTER, CREATED, NOT_COUNTABLE, POSITION, RECEIPT_POSITION, SENDER, USER,
 };
+use crate::dialect::Dialect;
 use crate::mapping::{EvidenceKind, Shape};
 
 /// The data facts the choice needs, read by the caller.
@@ -147,20 +148,29 @@ fn messages_name_rank(table: &Table) -> usize {
     }
 }
 
+/// A column as a predicate names it: quoted when it has capitals (PostgreSQL folds unquoted
+/// names to lower case), as it is otherwise so that the DBA reads plain SQL.
+fn col(dialect: Dialect, name: &str) -> String {
+    if name.chars().any(|c| c.is_ascii_uppercase()) {
+        dialect.quote(name)
+    } else {
+        name.to_string()
+    }
+}
+
 /// A predicate that is true for a row to count, from a flag or time column.
-fn not_countable_predicate(column: &Column) -> Option<String> {
+fn not_countable_predicate(dialect: Dialect, column: &Column) -> Option<String> {
+    let name = col(dialect, &column.name);
     match column.class {
-        TypeClass::Boolean => Some(format!("NOT {}", column.name)),
-        TypeClass::Integer if !lower(&column.name).ends_with("_at") => {
-            Some(format!("{} = 0", column.name))
-        }
-        TypeClass::Timestamp | TypeClass::Integer => Some(format!("{} IS NULL", column.name)),
+        TypeClass::Boolean => Some(format!("NOT {name}")),
+        TypeClass::Integer if !lower(&column.name).ends_with("_at") => Some(format!("{name} = 0")),
+        TypeClass::Timestamp | TypeClass::Integer => Some(format!("{name} IS NULL")),
         _ => None,
     }
 }
 
 /// Every table that holds messages: a conversation, a sender and a position column.
-fn messages_candidates(catalog: &Catalog) -> Vec<MessagesCandidate> {
+fn messages_candidates(catalog: &Catalog, dialect: Dialect) -> Vec<MessagesCandidate> {
     let mut out = Vec::new();
     for t in &catalog.tables {
         let n = lower(&t.bare);
@@ -194,7 +204,7 @@ fn messages_candidates(catalog: &Catalog) -> Vec<MessagesCandidate> {
         let countable = NOT_COUNTABLE
             .iter()
             .filter_map(|n| t.column(n))
-            .filter_map(not_countable_predicate)
+            .filter_map(|c| not_countable_predicate(dialect, c))
             .collect();
         out.push(MessagesCandidate {
             table: t.name.clone(),
@@ -274,7 +284,7 @@ fn is_members(t: &Table) -> bool {
 }
 
 /// The `[members]` choice for a table: keys, active predicate, join position.
-fn members_choice(t: &Table, facts: &Facts) -> MembersChoice {
+fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
     let user = pick(t, USER)
         .map(|(_, c)| c.name.clone())
         .unwrap_or_default();
@@ -285,19 +295,18 @@ fn members_choice(t: &Table, facts: &Facts) -> MembersChoice {
     let mut active = None;
     for c in &t.columns {
         let n = lower(&c.name);
+        let name = col(dialect, &c.name);
         let predicate = match n.as_str() {
             "active" | "is_active" | "is_member" | "joined" => match c.class {
-                TypeClass::Boolean => Some(c.name.clone()),
-                TypeClass::Integer => Some(format!("{} = 1", c.name)),
+                TypeClass::Boolean => Some(name.clone()),
+                TypeClass::Integer => Some(format!("{name} = 1")),
                 _ => None,
             },
-            "left_at" | "removed_at" | "deleted_at" | "left_on" => {
-                Some(format!("{} IS NULL", c.name))
-            }
+            "left_at" | "removed_at" | "deleted_at" | "left_on" => Some(format!("{name} IS NULL")),
             "is_left" | "left" | "has_left" | "is_removed" | "removed" | "is_deleted" => {
                 match c.class {
-                    TypeClass::Boolean => Some(format!("NOT {}", c.name)),
-                    TypeClass::Integer => Some(format!("{} = 0", c.name)),
+                    TypeClass::Boolean => Some(format!("NOT {name}")),
+                    TypeClass::Integer => Some(format!("{name} = 0")),
                     _ => None,
                 }
             }
@@ -311,7 +320,7 @@ fn members_choice(t: &Table, facts: &Facts) -> MembersChoice {
                 ["join", "joined", "active", "member"]
                     .iter()
                     .find(|v| values.iter().any(|x| x == *v))
-                    .map(|v| format!("{} = '{v}'", c.name))
+                    .map(|v| format!("{name} = '{v}'"))
             }
             _ => None,
         };
@@ -349,9 +358,9 @@ fn members_choice(t: &Table, facts: &Facts) -> MembersChoice {
 }
 
 /// Chooses the mapping.
-pub fn propose(catalog: &Catalog, facts: &Facts) -> Proposal {
+pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
     let mut p = Proposal::default();
-    let mut messages = messages_candidates(catalog);
+    let mut messages = messages_candidates(catalog, dialect);
     if !messages.is_empty() {
         let chosen = messages.remove(0);
         if !chosen.position_integer {
@@ -402,7 +411,7 @@ pub fn propose(catalog: &Catalog, facts: &Facts) -> Proposal {
         .collect();
     members.sort_by_key(|t| (t.column("active").is_none(), t.name.len()));
     if let Some(t) = members.first() {
-        p.members = Some(members_choice(t, facts));
+        p.members = Some(members_choice(t, facts, dialect));
     } else if p.counter.as_ref().map(|c| c.shape) == Some(Shape::PerMessage) {
         p.missing.push(
             "a members table (user and conversation columns, named like members or \

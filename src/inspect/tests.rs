@@ -69,7 +69,7 @@ fn per_message_counter_with_last_read_columns() {
             &[("pk", true, &["conversation_id", "user_id"])],
         ),
     ]);
-    let p = propose(&c, &Facts::default());
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
     assert!(p.missing.is_empty(), "{:?}", p.missing);
     let m = p.messages.as_ref().unwrap();
     assert_eq!(
@@ -94,13 +94,32 @@ fn per_message_counter_with_last_read_columns() {
 }
 
 #[test]
+fn capitals_are_quoted_in_predicates() {
+    let c = catalog(vec![table(
+        "messages",
+        &[
+            ("id", "bigint"),
+            ("conv_id", "bigint"),
+            ("sender_id", "bigint"),
+            ("Is_Deleted", "integer"),
+        ],
+        &[],
+    )]);
+    let pg = propose(&c, &Facts::default(), Dialect::Postgres);
+    assert_eq!(
+        pg.messages.unwrap().countable,
+        vec!["\"Is_Deleted\" = 0".to_string()]
+    );
+}
+
+#[test]
 fn nothing_to_map_names_what_is_missing() {
     let c = catalog(vec![table(
         "users",
         &[("id", "bigint"), ("name", "text")],
         &[],
     )]);
-    let p = propose(&c, &Facts::default());
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
     assert_eq!(p.missing.len(), 2, "{:?}", p.missing);
     assert!(p.missing[0].starts_with("a messages table"));
     assert!(p.missing[1].starts_with("a counter column"));
@@ -131,7 +150,7 @@ fn a_text_position_is_missing_an_integer_and_a_text_counter_still_proposed() {
             &[],
         ),
     ]);
-    let p = propose(&c, &Facts::default());
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
     assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
     assert!(p.missing[0].contains("an integer position on messages"));
     let counter = p.counter.as_ref().unwrap();
