@@ -13,6 +13,7 @@ pub mod dialect;
 pub mod drift;
 pub mod error;
 pub mod gate;
+pub mod inspect;
 pub mod ledger;
 pub mod legacy_schema;
 pub mod lock;

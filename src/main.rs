@@ -10,7 +10,9 @@ use tidemark::error::{EXIT_DRIFT, EXIT_INCOMPLETE, EXIT_OK};
 fn exit_code(outcome: Outcome) -> u8 {
     match outcome {
         Outcome::Done => EXIT_OK,
-        Outcome::DriftAboveTolerance | Outcome::GateClosed => EXIT_DRIFT,
+        Outcome::DriftAboveTolerance | Outcome::GateClosed | Outcome::MappingIncomplete => {
+            EXIT_DRIFT
+        }
         Outcome::Incomplete => EXIT_INCOMPLETE,
     }
 }

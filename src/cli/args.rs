@@ -24,6 +24,10 @@ pub enum Command {
     /// Build a legacy chat database with the faults of the seed articles injected (SQLite in
     /// the current folder, or --database URL) and run the whole staged migration on it.
     Demo(DemoArgs),
+    /// Read the schema and propose a mapping file, with a comment on each choice and each
+    /// alternative seen; warn about missing indexes and position hazards. Writes nothing to the
+    /// database. Exit 1 when no complete mapping can be proposed.
+    Inspect(super::inspect::InspectArgs),
     /// Print every statement each stage would run for this mapping and dialect. Writes
     /// nothing.
     Plan(Common),

@@ -15,6 +15,7 @@ use crate::stages::{audit, backfill, expand, status};
 
 pub mod args;
 pub mod contract;
+pub mod inspect;
 pub mod progress;
 
 pub use args::{AuditArgs, BackfillArgs, Cli, Command, Common, DemoArgs, ExpandArgs, Format};
@@ -30,6 +31,8 @@ pub enum Outcome {
     DriftAboveTolerance,
     /// `contract`: the gate is closed, nothing was dropped.
     GateClosed,
+    /// `inspect`: no complete mapping could be proposed (what is missing was named).
+    MappingIncomplete,
     /// Stopped before covering every row (`audit --run-time`, or a backfill stopped by
     /// Ctrl-C); running the same command again continues from the checkpoint.
     Incomplete,
@@ -167,6 +170,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 Outcome::GateClosed
             })
         }
+        Command::Inspect(args) => inspect::run_cli(args).await,
         Command::Plan(common) => {
             let (dsn, mapping) = common.resolve()?;
             let mut conn = dsn.connect().await?;

@@ -343,6 +343,32 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// must be empty or a demo's, and the contract runs on it).
     fn demo_database_is_file(&self) -> bool;
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+
+    /// The query listing every column of every table and view `inspect` may map, one row per
+    /// column: schema (text, empty for the connection's default schema), table name (text),
+    /// `table` or `view` (text), column name (text), declared type (text), ordinal (BIGINT),
+    /// ordered by schema, table and ordinal ([`crate::inspect::catalog`]).
+    fn inspect_columns_query(&self) -> &'static str;
+
+    /// The query listing the columns of every index (the primary key included), one row per
+    /// indexed column: schema (text, empty for the default one), table, index name (text),
+    /// unique (BIGINT 0/1), partial (BIGINT 0/1), position in the index (BIGINT, from 1),
+    /// column name (text, NULL for an expression), ordered by schema, table, index, position.
+    fn inspect_indexes_query(&self) -> &'static str;
+
+    /// The class of a declared column type, as [`SqlDialect::inspect_columns_query`] returns
+    /// it (`bigint`, `int(11)`, `character varying(64)`, `timestamp with time zone`…).
+    fn inspect_type_class(&self, declared: &str) -> crate::inspect::TypeClass {
+        crate::inspect::TypeClass::of_server_type(declared)
+    }
+
+    /// The statement(s) that give `column` of `table` (both quoted) a 64-bit integer type,
+    /// for `inspect`'s warning about a counter or position that is not an integer.
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String;
+    // ---- end inspect ----
 }
 
 impl dyn SqlDialect {

@@ -377,6 +377,35 @@ impl SqlDialect for Mysql {
         false
     }
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+
+    fn inspect_columns_query(&self) -> &'static str {
+        "SELECT CAST('' AS CHAR), CAST(c.TABLE_NAME AS CHAR), \
+                CAST(CASE WHEN t.TABLE_TYPE = 'VIEW' THEN 'view' ELSE 'table' END AS CHAR), \
+                CAST(c.COLUMN_NAME AS CHAR), CAST(c.COLUMN_TYPE AS CHAR), \
+                CAST(c.ORDINAL_POSITION AS SIGNED) \
+         FROM information_schema.COLUMNS c \
+         JOIN information_schema.TABLES t \
+           ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME \
+         WHERE c.TABLE_SCHEMA = DATABASE() \
+         ORDER BY 2, 6"
+    }
+
+    fn inspect_indexes_query(&self) -> &'static str {
+        "SELECT CAST('' AS CHAR), CAST(TABLE_NAME AS CHAR), CAST(INDEX_NAME AS CHAR), \
+                CAST(1 - NON_UNIQUE AS SIGNED), CAST(0 AS SIGNED), \
+                CAST(SEQ_IN_INDEX AS SIGNED), CAST(COLUMN_NAME AS CHAR) \
+         FROM information_schema.STATISTICS \
+         WHERE TABLE_SCHEMA = DATABASE() \
+         ORDER BY 2, 3, 6"
+    }
+
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
+        format!("ALTER TABLE {table} MODIFY COLUMN {column} BIGINT;  -- keep its NULL / NOT NULL")
+    }
+    // ---- end inspect ----
 }
 
 /// Splits `schema.table` (unquoted) into its schema, if any, and the table's name.

@@ -284,6 +284,47 @@ impl SqlDialect for Postgres {
         false
     }
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+
+    fn inspect_columns_query(&self) -> &'static str {
+        "SELECT CASE WHEN n.nspname = current_schema() THEN '' ELSE n.nspname::text END, \
+                c.relname::text, \
+                CASE WHEN c.relkind IN ('v', 'm') THEN 'view' ELSE 'table' END, \
+                a.attname::text, format_type(a.atttypid, a.atttypmod), CAST(a.attnum AS BIGINT) \
+         FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
+         WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') \
+           AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+           AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%' \
+         ORDER BY 1, 2, 6"
+    }
+
+    fn inspect_indexes_query(&self) -> &'static str {
+        "SELECT CASE WHEN n.nspname = current_schema() THEN '' ELSE n.nspname::text END, \
+                t.relname::text, i.relname::text, \
+                CAST(CASE WHEN x.indisunique THEN 1 ELSE 0 END AS BIGINT), \
+                CAST(CASE WHEN x.indpred IS NULL THEN 0 ELSE 1 END AS BIGINT), \
+                CAST(k.ord AS BIGINT), a.attname::text \
+         FROM pg_index x \
+         JOIN pg_class i ON i.oid = x.indexrelid \
+         JOIN pg_class t ON t.oid = x.indrelid \
+         JOIN pg_namespace n ON n.oid = t.relnamespace \
+         CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) \
+         LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum AND k.attnum > 0 \
+         WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') \
+           AND n.nspname NOT LIKE 'pg\\_toast%' AND k.ord <= x.indnkeyatts \
+         ORDER BY 1, 2, 3, 6"
+    }
+
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
+        format!(
+            "ALTER TABLE {table} ALTER COLUMN {column} TYPE BIGINT USING CAST({column} AS BIGINT);"
+        )
+    }
+    // ---- end inspect ----
 }
 
 #[cfg(test)]

@@ -306,4 +306,42 @@ impl SqlDialect for Sqlite {
         true
     }
     // ---- end demo and generator ----
+
+    // ---- inspect ----
+    // (catalog reading for `tidemark inspect`)
+
+    fn inspect_columns_query(&self) -> &'static str {
+        "SELECT '', m.name, m.type, p.name, p.type, p.cid + 1 \
+         FROM sqlite_master m JOIN pragma_table_info(m.name) p \
+         WHERE m.type IN ('table', 'view') AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+         ORDER BY 2, 6"
+    }
+
+    fn inspect_indexes_query(&self) -> &'static str {
+        // A rowid table's INTEGER PRIMARY KEY has no index of its own: table_info's pk is it.
+        "SELECT '', m.name, il.name, il.\"unique\", il.partial, ii.seqno + 1, ii.name \
+         FROM sqlite_master m \
+         JOIN pragma_index_list(m.name) il \
+         JOIN pragma_index_info(il.name) ii \
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+         UNION ALL \
+         SELECT '', m.name, 'PRIMARY KEY', 1, 0, p.pk, p.name \
+         FROM sqlite_master m JOIN pragma_table_info(m.name) p \
+         WHERE m.type = 'table' AND p.pk > 0 AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+           AND NOT EXISTS (SELECT 1 FROM pragma_index_list(m.name) l WHERE l.origin = 'pk') \
+         ORDER BY 2, 3, 6"
+    }
+
+    fn inspect_type_class(&self, declared: &str) -> crate::inspect::TypeClass {
+        crate::inspect::TypeClass::of_sqlite_type(declared)
+    }
+
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
+        // SQLite cannot change a column's type in place: a new column, filled, mapped instead.
+        format!(
+            "ALTER TABLE {table} ADD COLUMN {c} INTEGER; UPDATE {table} SET {c} = CAST({column} AS INTEGER);  -- then map {c}",
+            c = <dyn SqlDialect>::quote(self, &format!("{}_int", column.trim_matches('\"')))
+        )
+    }
+    // ---- end inspect ----
 }

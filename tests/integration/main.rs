@@ -33,6 +33,7 @@ mod contract_failure;
 mod demo;
 mod galera;
 mod generate;
+mod inspect;
 mod privileges;
 mod scenarios;
 mod snapshot;

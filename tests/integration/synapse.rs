@@ -127,13 +127,13 @@ const EXPECTED: [Expected; 12] = [
     row(R4, "@erin:example.org", 0, 0, 0, Some(40), None),
 ];
 
-fn fixture_dir() -> PathBuf {
+pub(crate) fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/synapse")
 }
 
 /// The statements of an SQL file: whole-line `--` comments dropped, a statement ends with a
 /// line ending in `;`.
-fn statements(path: &Path) -> Vec<String> {
+pub(crate) fn statements(path: &Path) -> Vec<String> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     split_sql(&text, &path.display().to_string())

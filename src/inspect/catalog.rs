@@ -1,0 +1,277 @@
+//! What `inspect` reads from the catalog: tables and views, their columns with a type class,
+//! and their indexes. The queries are the dialect's ([`crate::dialect::SqlDialect`], section
+//! "inspect"); this module only turns their rows into a [`Catalog`].
+
+use anyhow::{Context, Result};
+use sqlx::{AnyConnection, Row};
+
+use crate::db::text;
+use crate::dialect::Dialect;
+use crate::mapping::check_identifier;
+
+/// What a declared column type is, as far as a mapping cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeClass {
+    /// An integer type of any width (a position or a counter must be one).
+    Integer,
+    /// A boolean.
+    Boolean,
+    /// An exact decimal, a float or a real: a number that is not an integer type.
+    Decimal,
+    /// Text of any length.
+    Text,
+    /// A date, time or timestamp.
+    Timestamp,
+    /// Anything else (JSON, bytes, UUID, arrays…).
+    Other,
+}
+
+impl TypeClass {
+    /// The class of a server's type name (PostgreSQL's `format_type`, MySQL/MariaDB's
+    /// `COLUMN_TYPE`): the first word, without its `(…)` length, decides.
+    pub fn of_server_type(declared: &str) -> TypeClass {
+        let lower = declared.trim().to_ascii_lowercase();
+        let base = lower
+            .split(['(', ' '])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        match base.as_str() {
+            "smallint" | "integer" | "int" | "bigint" | "int2" | "int4" | "int8" | "tinyint"
+            | "mediumint" | "serial" | "bigserial" | "smallserial" => TypeClass::Integer,
+            "boolean" | "bool" | "bit" => TypeClass::Boolean,
+            "numeric" | "decimal" | "real" | "double" | "float" | "float4" | "float8" => {
+                TypeClass::Decimal
+            }
+            "character" | "char" | "varchar" | "text" | "tinytext" | "mediumtext" | "longtext"
+            | "citext" | "name" | "enum" => TypeClass::Text,
+            "timestamp" | "timestamptz" | "datetime" | "date" | "time" => TypeClass::Timestamp,
+            _ => TypeClass::Other,
+        }
+    }
+
+    /// The class of a SQLite declared type, by SQLite's affinity rules (a type containing
+    /// `INT` is an integer, `CHAR`/`CLOB`/`TEXT` text, `REAL`/`FLOA`/`DOUB` a float), with
+    /// `BOOL` and date/time names recognised before them.
+    pub fn of_sqlite_type(declared: &str) -> TypeClass {
+        let upper = declared.to_ascii_uppercase();
+        if upper.contains("BOOL") {
+            TypeClass::Boolean
+        } else if upper.contains("INT") {
+            TypeClass::Integer
+        } else if ["CHAR", "CLOB", "TEXT"].iter().any(|t| upper.contains(t)) {
+            TypeClass::Text
+        } else if ["REAL", "FLOA", "DOUB", "NUMERIC", "DECIMAL"]
+            .iter()
+            .any(|t| upper.contains(t))
+        {
+            TypeClass::Decimal
+        } else if ["DATE", "TIME"].iter().any(|t| upper.contains(t)) {
+            TypeClass::Timestamp
+        } else {
+            TypeClass::Other
+        }
+    }
+}
+
+/// One column.
+#[derive(Debug, Clone)]
+pub struct Column {
+    /// Its name as the catalog spells it.
+    pub name: String,
+    /// Its declared type as the catalog shows it.
+    pub declared: String,
+    /// The declared type's class.
+    pub class: TypeClass,
+}
+
+/// One index (the primary key included).
+#[derive(Debug, Clone)]
+pub struct Index {
+    /// Its name (`PRIMARY KEY` for a SQLite rowid table's key).
+    pub name: String,
+    /// Whether it is unique.
+    pub unique: bool,
+    /// Whether it has a WHERE clause (a partial index serves only some rows).
+    pub partial: bool,
+    /// Its key columns in order; None for an expression.
+    pub columns: Vec<Option<String>>,
+}
+
+impl Index {
+    /// Whether the index's key starts with `prefix`, in that order.
+    pub fn starts_with(&self, prefix: &[&str]) -> bool {
+        prefix.len() <= self.columns.len()
+            && prefix
+                .iter()
+                .zip(&self.columns)
+                .all(|(want, have)| have.as_deref() == Some(*want))
+    }
+}
+
+/// One table or view.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// The name as a mapping writes it: `table`, or `schema.table` outside the default schema.
+    pub name: String,
+    /// The schema when it is not the default one.
+    pub schema: Option<String>,
+    /// The table's own name.
+    pub bare: String,
+    /// Whether it is a view (no indexes of its own).
+    pub is_view: bool,
+    /// Its columns in order.
+    pub columns: Vec<Column>,
+    /// Its indexes.
+    pub indexes: Vec<Index>,
+}
+
+impl Table {
+    /// The column named `name` (compared case-insensitively), if any.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Whether some unique, non-partial index's columns are all among `columns`: then at most
+    /// one row exists per value of `columns`.
+    pub fn unique_on(&self, columns: &[&str]) -> bool {
+        self.indexes.iter().any(|i| {
+            i.unique
+                && !i.partial
+                && i.columns
+                    .iter()
+                    .all(|c| c.as_deref().is_some_and(|c| columns.contains(&c)))
+        })
+    }
+}
+
+/// Every table and view of the database that a mapping could name.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Tables and views, by name.
+    pub tables: Vec<Table>,
+    /// Names skipped because tidemark cannot quote them (see
+    /// [`crate::mapping::check_identifier`]), or because they are tidemark's own.
+    pub skipped: Vec<String>,
+}
+
+/// Tables tidemark itself creates (`expand`): never proposed.
+fn is_tidemarks_own(table: &str, is_view: bool) -> bool {
+    let lower = table.to_ascii_lowercase();
+    lower == "refinery_schema_history"
+        || lower == "read_watermarks"
+        || (!is_view && lower.starts_with("tidemark_"))
+}
+
+/// Reads the catalog of the connection's database.
+///
+/// Errors (exit 3): a catalog query fails.
+pub async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Catalog> {
+    let rows = sqlx::raw_sql(dialect.inspect_columns_query())
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading the catalog's columns")?;
+    let mut catalog = Catalog::default();
+    for row in &rows {
+        let schema = text(row, 0)?.unwrap_or_default();
+        let bare = text(row, 1)?.unwrap_or_default();
+        let is_view = text(row, 2)?.as_deref() == Some("view");
+        let column = text(row, 3)?.unwrap_or_default();
+        let declared = text(row, 4)?.unwrap_or_default();
+        let name = if schema.is_empty() {
+            bare.clone()
+        } else {
+            format!("{schema}.{bare}")
+        };
+        if is_tidemarks_own(&bare, is_view) || check_identifier(&name, true).is_err() {
+            if !catalog.skipped.contains(&name) {
+                catalog.skipped.push(name);
+            }
+            continue;
+        }
+        if catalog.tables.last().map(|t| &t.name) != Some(&name) {
+            catalog.tables.push(Table {
+                name: name.clone(),
+                schema: (!schema.is_empty()).then(|| schema.clone()),
+                bare: bare.clone(),
+                is_view,
+                columns: Vec::new(),
+                indexes: Vec::new(),
+            });
+        }
+        let table = catalog.tables.last_mut().expect("pushed above");
+        if check_identifier(&column, false).is_err() {
+            continue;
+        }
+        table.columns.push(Column {
+            class: dialect.inspect_type_class(&declared),
+            name: column,
+            declared,
+        });
+    }
+    let rows = sqlx::raw_sql(dialect.inspect_indexes_query())
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading the catalog's indexes")?;
+    for row in &rows {
+        let schema = text(row, 0)?.unwrap_or_default();
+        let bare = text(row, 1)?.unwrap_or_default();
+        let index = text(row, 2)?.unwrap_or_default();
+        let unique = row.try_get::<i64, _>(3)? != 0;
+        let partial = row.try_get::<i64, _>(4)? != 0;
+        let column = text(row, 6)?;
+        let name = if schema.is_empty() {
+            bare
+        } else {
+            format!("{schema}.{bare}")
+        };
+        let Some(table) = catalog.tables.iter_mut().find(|t| t.name == name) else {
+            continue;
+        };
+        match table.indexes.last_mut() {
+            Some(last) if last.name == index => last.columns.push(column),
+            _ => table.indexes.push(Index {
+                name: index,
+                unique,
+                partial,
+                columns: vec![column],
+            }),
+        }
+    }
+    Ok(catalog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TypeClass;
+
+    #[test]
+    fn type_classes() {
+        assert_eq!(TypeClass::of_server_type("bigint"), TypeClass::Integer);
+        assert_eq!(TypeClass::of_server_type("int(11)"), TypeClass::Integer);
+        assert_eq!(
+            TypeClass::of_server_type("bigint(20) unsigned"),
+            TypeClass::Integer
+        );
+        assert_eq!(
+            TypeClass::of_server_type("character varying(64)"),
+            TypeClass::Text
+        );
+        assert_eq!(
+            TypeClass::of_server_type("timestamp with time zone"),
+            TypeClass::Timestamp
+        );
+        assert_eq!(
+            TypeClass::of_server_type("numeric(10,2)"),
+            TypeClass::Decimal
+        );
+        assert_eq!(TypeClass::of_server_type("point"), TypeClass::Other);
+        assert_eq!(TypeClass::of_sqlite_type("BIGINT"), TypeClass::Integer);
+        assert_eq!(TypeClass::of_sqlite_type("VARCHAR(64)"), TypeClass::Text);
+        assert_eq!(TypeClass::of_sqlite_type("BOOL"), TypeClass::Boolean);
+        assert_eq!(TypeClass::of_sqlite_type("REAL"), TypeClass::Decimal);
+        assert_eq!(TypeClass::of_sqlite_type("TIMESTAMP"), TypeClass::Timestamp);
+    }
+}

@@ -1,0 +1,220 @@
+//! The queries over the data that `inspect` runs: the facts its choice needs (which counter
+//! columns hold values, which values a membership column takes) and the counts behind its
+//! warnings. Every query is one set-based statement over quoted identifiers from the catalog.
+
+use anyhow::{Context, Result};
+use sqlx::{AnyConnection, Row};
+
+use super::catalog::Catalog;
+use super::propose::{self, Facts, Proposal};
+use super::Warning;
+use crate::db::text;
+use crate::dialect::Dialect;
+use crate::mapping::Shape;
+
+/// At most this many distinct values of a membership column are read.
+const MAX_VALUES: usize = 12;
+
+async fn count(conn: &mut AnyConnection, sql: &str) -> Result<u64> {
+    let row = sqlx::query(sql)
+        .persistent(false)
+        .fetch_one(&mut *conn)
+        .await
+        .with_context(|| format!("inspect: {sql}"))?;
+    Ok(row.try_get::<i64, _>(0).unwrap_or_default().max(0) as u64)
+}
+
+/// The facts [`propose::propose`] needs, for the messages table `messages` of a first choice.
+///
+/// Errors (exit 3): a query fails.
+pub async fn facts(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    catalog: &Catalog,
+    messages: Option<&str>,
+) -> Result<Facts> {
+    let q = |s: &str| dialect.quote(s);
+    let mut facts = Facts::default();
+    for c in propose::counter_candidates(catalog, messages) {
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 AS x FROM {} WHERE {} IS NOT NULL LIMIT 1) t",
+            q(&c.table),
+            q(&c.column)
+        );
+        let n = count(conn, &sql).await?;
+        facts.has_values.insert((c.table, c.column), n > 0);
+    }
+    for (table, column) in propose::membership_value_columns(catalog) {
+        let sql = format!(
+            "SELECT DISTINCT CAST({c} AS {t}) FROM {tb} WHERE {c} IS NOT NULL ORDER BY 1 LIMIT {MAX_VALUES}",
+            c = q(&column),
+            t = dialect.text_type(),
+            tb = q(&table)
+        );
+        let rows = sqlx::query(&sql)
+            .persistent(false)
+            .fetch_all(&mut *conn)
+            .await
+            .with_context(|| format!("inspect: {sql}"))?;
+        let mut values = Vec::new();
+        for r in &rows {
+            if let Some(v) = text(r, 0)? {
+                values.push(v);
+            }
+        }
+        facts.values.insert((table, column), values);
+    }
+    Ok(facts)
+}
+
+/// The warnings for a proposal, counted.
+///
+/// Errors (exit 3): a query fails.
+pub async fn warnings(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    catalog: &Catalog,
+    p: &Proposal,
+) -> Result<Vec<Warning>> {
+    let q = |s: &str| dialect.quote(s);
+    let mut out = Vec::new();
+    if let Some(m) = &p.messages {
+        let table = catalog.tables.iter().find(|t| t.name == m.table);
+        let indexed = table.is_some_and(|t| {
+            t.indexes
+                .iter()
+                .any(|i| !i.partial && i.starts_with(&[&m.conversation, &m.position]))
+        });
+        let is_view = table.is_some_and(|t| t.is_view);
+        if is_view {
+            out.push(Warning {
+                message: format!(
+                    "{} is a view: the table under it needs an index on (conversation, position) \
+                     for the audit; inspect cannot see through the view",
+                    m.table
+                ),
+                count: None,
+                fix: None,
+            });
+        } else if !indexed {
+            let rows = count(conn, &format!("SELECT COUNT(*) FROM {}", q(&m.table))).await?;
+            let bare = table.map(|t| t.bare.clone()).unwrap_or_default();
+            let schema = table.and_then(|t| t.schema.clone());
+            out.push(Warning {
+                message: format!(
+                    "no index on {} ({}, {}): the audit and the backfill read each \
+                     conversation's messages by position, a full scan of {rows} rows per batch",
+                    m.table, m.conversation, m.position
+                ),
+                count: Some(rows),
+                fix: Some(format!(
+                    "CREATE INDEX {} ON {} ({}, {});",
+                    dialect.index_name(
+                        schema.as_deref(),
+                        &format!("{bare}_{}_{}", m.conversation, m.position)
+                    ),
+                    q(&m.table),
+                    q(&m.conversation),
+                    q(&m.position)
+                )),
+            });
+        }
+        if !m.position_integer {
+            let rows = count(conn, &format!("SELECT COUNT(*) FROM {}", q(&m.table))).await?;
+            out.push(Warning {
+                message: format!(
+                    "the position {}.{} is {}, not an integer: watermarks compare positions as \
+                     integers",
+                    m.table, m.position, m.position_declared
+                ),
+                count: Some(rows),
+                fix: Some(dialect.inspect_integer_fix(&q(&m.table), &q(&m.position))),
+            });
+        }
+        if let (Some(created), true) = (&m.created_at, m.position_integer) {
+            // Seed 000 §4: a row with a higher id but an earlier creation time than the row
+            // before it committed out of id order; one set-based pass with LAG counts them.
+            let sql = format!(
+                "SELECT COUNT(*) FROM (SELECT {ca} AS created, \
+                 LAG({ca}) OVER (PARTITION BY {cv} ORDER BY {id}) AS previous FROM {t}) x \
+                 WHERE x.previous > x.created",
+                ca = q(created),
+                cv = q(&m.conversation),
+                id = q(&m.position),
+                t = q(&m.table)
+            );
+            let n = count(conn, &sql).await?;
+            if n > 0 {
+                out.push(Warning {
+                    message: format!(
+                        "{n} rows of {} have a {} earlier than the row before them in {} order \
+                         (same {}): {} order is not commit order (seed 000 §4), so a reader whose \
+                         watermark passed a row before it committed never sees it as unread",
+                        m.table, created, m.position, m.conversation, m.position
+                    ),
+                    count: Some(n),
+                    fix: Some(format!(
+                        "ALTER TABLE {} ADD COLUMN {} BIGINT;  -- a per-conversation sequence \
+                         allocated under the conversation's row lock, then mapped as \
+                         messages.id",
+                        q(&m.table),
+                        q("seq")
+                    )),
+                });
+            }
+        }
+    }
+    if let Some(c) = &p.counter {
+        if !c.integer {
+            let n = count(
+                conn,
+                &format!("SELECT COUNT({}) FROM {}", q(&c.column), q(&c.table)),
+            )
+            .await?;
+            out.push(Warning {
+                message: format!(
+                    "the counter {}.{} is {}, not an integer: {n} stored values are compared \
+                     with integer counts",
+                    c.table, c.column, c.declared
+                ),
+                count: Some(n),
+                fix: Some(dialect.inspect_integer_fix(&q(&c.table), &q(&c.column))),
+            });
+        }
+        if let (Shape::PerMember, Some((user, conv))) = (c.shape, &c.key) {
+            let table = catalog.tables.iter().find(|t| t.name == c.table);
+            if table.is_some_and(|t| !t.is_view && !t.unique_on(&[user, conv])) {
+                let n = count(
+                    conn,
+                    &format!(
+                        "SELECT COUNT(*) FROM (SELECT {u}, {cv} FROM {t} GROUP BY {u}, {cv} \
+                         HAVING COUNT(*) > 1) x",
+                        u = q(user),
+                        cv = q(conv),
+                        t = q(&c.table)
+                    ),
+                )
+                .await?;
+                if n > 0 {
+                    out.push(Warning {
+                        message: format!(
+                            "{n} ({user}, {conv}) pairs have more than one row in {}: the \
+                             counter is not one value per member (threads? devices?)",
+                            c.table
+                        ),
+                        count: Some(n),
+                        fix: Some(format!(
+                            "CREATE VIEW tidemark_unread_counts AS SELECT {u}, {cv}, {col} FROM \
+                             {t} WHERE …;  -- one row per member, then map the view as [counter]",
+                            u = q(user),
+                            cv = q(conv),
+                            col = q(&c.column),
+                            t = q(&c.table)
+                        )),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}

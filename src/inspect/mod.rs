@@ -1,0 +1,90 @@
+//! `tidemark inspect`: reads the catalog of a database tidemark has never seen and proposes a
+//! mapping file (issue 10), with a comment on each choice and on each alternative it saw, and
+//! warnings, with counts and the statement that fixes them, about what would make the audit
+//! slow or wrong: a missing `(conversation, position)` index, a position or counter that is not
+//! an integer, message ids whose order disagrees with their creation times (seed 000 §4: id
+//! order is not commit order), a counter table with several rows per member.
+//!
+//! Reads only. The stages: [`catalog`] (the dialect's catalog queries), [`propose`] (the choice,
+//! pure, by the names in [`names`]), [`checks`] (the queries over the data behind the
+//! warnings), [`render`] (the TOML text).
+//! Nothing here prints: [`run`] returns an [`InspectOutcome`].
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+
+use crate::dialect::Dialect;
+
+pub mod catalog;
+pub mod checks;
+pub mod names;
+pub mod propose;
+pub mod render;
+
+pub use catalog::{Catalog, TypeClass};
+pub use propose::{Facts, Proposal};
+
+/// One warning: what is wrong, how many rows it touches, and the statement that fixes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// What is wrong, in words (names the table and columns).
+    pub message: String,
+    /// How many rows it concerns, when counted.
+    pub count: Option<u64>,
+    /// The statement (or the change) that fixes it.
+    pub fix: Option<String>,
+}
+
+/// What `inspect` found.
+#[derive(Debug, Clone)]
+pub struct InspectOutcome {
+    /// The proposed mapping file, comments included. When [`InspectOutcome::missing`] is not
+    /// empty, it lacks the sections named there and does not parse as it is.
+    pub text: String,
+    /// The choices and the alternatives seen.
+    pub proposal: Proposal,
+    /// The warnings, also written at the top of [`InspectOutcome::text`].
+    pub warnings: Vec<Warning>,
+    /// What a complete mapping lacks (empty: the mapping is complete).
+    pub missing: Vec<String>,
+    /// Tables and views read.
+    pub tables: usize,
+}
+
+impl InspectOutcome {
+    /// Whether the proposal is a complete mapping (exit 0) or not (exit 1).
+    pub fn complete(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+/// Reads the catalog of the connection's database, chooses a mapping, and checks the data
+/// behind the warnings. Reads only.
+///
+/// Errors (exit 3): a catalog or data query fails.
+pub async fn run(conn: &mut AnyConnection, dialect: Dialect) -> Result<InspectOutcome> {
+    let catalog = catalog::read(conn, dialect).await?;
+    // A first choice names the messages table; the facts of its counter candidates and of the
+    // membership columns decide the final one.
+    let first = propose::propose(&catalog, &Facts::default(), dialect);
+    let facts = checks::facts(
+        conn,
+        dialect,
+        &catalog,
+        first.messages.as_ref().map(|m| m.table.as_str()),
+    )
+    .await?;
+    let proposal = propose::propose(&catalog, &facts, dialect);
+    let warnings = checks::warnings(conn, dialect, &catalog, &proposal).await?;
+    let text = render::render(&proposal, &warnings, &catalog, dialect);
+    Ok(InspectOutcome {
+        text,
+        missing: proposal.missing.clone(),
+        proposal,
+        warnings,
+        tables: catalog.tables.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! The proposed mapping file's text: the README's layout ("The mapping file"), a comment on each
+//! choice and each alternative seen, the warnings at the top.
+
+use std::fmt::Write;
+
+use super::catalog::Catalog;
+use super::propose::Proposal;
+use super::Warning;
+use crate::dialect::Dialect;
+use crate::legacy_schema::WATERMARK_TABLE;
+use crate::mapping::{EvidenceKind, Shape};
+
+/// A TOML basic string (identifiers and predicates hold no control characters).
+fn s(value: &str) -> String {
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The mapping file for `p`, with `warnings` and comments.
+pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Dialect) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(
+        w,
+        "# Proposed by `tidemark inspect` from the catalog of a {} database ({} tables and views \
+         read).",
+        dialect.name(),
+        catalog.tables.len()
+    );
+    let _ = writeln!(
+        w,
+        "# Review each choice (the comments name what else was seen), then `tidemark plan`."
+    );
+    if !catalog.skipped.is_empty() {
+        let _ = writeln!(
+            w,
+            "# Not considered (tidemark's own, or a name tidemark cannot quote): {}",
+            catalog.skipped.join(", ")
+        );
+    }
+    for m in &p.missing {
+        let _ = writeln!(w, "# MISSING: {m}");
+    }
+    for warning in warnings {
+        let _ = writeln!(w, "# WARNING: {}", warning.message);
+        if let Some(fix) = &warning.fix {
+            let _ = writeln!(w, "#   fix: {fix}");
+        }
+    }
+
+    let _ = writeln!(w, "\n[messages]");
+    match &p.messages {
+        Some(m) => {
+            let _ = writeln!(
+                w,
+                "# chosen: {} (conversation {}, sender {}, position {} {})",
+                m.table, m.conversation, m.sender, m.position, m.position_declared
+            );
+            for alt in &p.messages_alternatives {
+                let _ = writeln!(
+                    w,
+                    "# alternative: {} (conversation {}, sender {}, position {} {})",
+                    alt.table, alt.conversation, alt.sender, alt.position, alt.position_declared
+                );
+            }
+            let _ = writeln!(w, "table = {}", s(&m.table));
+            let _ = writeln!(
+                w,
+                "id = {}{}",
+                s(&m.position),
+                if m.position_integer {
+                    "   # the position: must increase within a conversation in commit order"
+                } else {
+                    "   # NOT an integer: see the warning above"
+                }
+            );
+            let _ = writeln!(w, "conversation = {}", s(&m.conversation));
+            let _ = writeln!(w, "sender = {}", s(&m.sender));
+            match &m.created_at {
+                Some(c) => {
+                    let _ = writeln!(
+                        w,
+                        "created_at = {}   # needed only by timestamp evidence",
+                        s(c)
+                    );
+                }
+                None => {
+                    let _ = writeln!(w, "# created_at: no creation time column seen");
+                }
+            }
+            if m.countable.is_empty() {
+                let _ = writeln!(
+                    w,
+                    "# countable: no deleted/system flag seen; every message counts"
+                );
+            } else {
+                let _ = writeln!(
+                    w,
+                    "countable = {}   # from the flag columns' names: check what the \
+                     application counts",
+                    s(&m.countable.join(" AND "))
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(w, "# no messages table found (see MISSING above)");
+        }
+    }
+
+    let _ = writeln!(
+        w,
+        "\n# [members]: who the counter is owed to (optional for per_member)"
+    );
+    match &p.members {
+        Some(mb) => {
+            let _ = writeln!(w, "[members]");
+            let _ = writeln!(w, "# chosen: {}", mb.table);
+            for alt in &p.members_alternatives {
+                let _ = writeln!(w, "# alternative: {alt}");
+            }
+            for note in &mb.notes {
+                let _ = writeln!(w, "# {note}");
+            }
+            let _ = writeln!(w, "table = {}", s(&mb.table));
+            let _ = writeln!(w, "user = {}", s(&mb.user));
+            let _ = writeln!(w, "conversation = {}", s(&mb.conversation));
+            if let Some(a) = &mb.active {
+                let _ = writeln!(w, "active = {}", s(a));
+            }
+            if let Some(j) = &mb.join_position {
+                let _ = writeln!(
+                    w,
+                    "join_position = {}   # positions at or below it are not the member's",
+                    s(j)
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                w,
+                "# no membership table seen (named like members/participants)"
+            );
+        }
+    }
+
+    let _ = writeln!(w);
+    match &p.counter {
+        Some(c) => {
+            let _ = writeln!(w, "[counter]");
+            let _ = writeln!(
+                w,
+                "# chosen: {}.{} ({}, {})",
+                c.table,
+                c.column,
+                c.declared,
+                shape_name(c.shape)
+            );
+            for alt in &p.counter_alternatives {
+                let _ = writeln!(
+                    w,
+                    "# counter candidate: {}.{} ({}, {})",
+                    alt.table,
+                    alt.column,
+                    alt.declared,
+                    shape_name(alt.shape)
+                );
+            }
+            let _ = writeln!(w, "shape = {}", s(shape_name(c.shape)));
+            if let (Shape::PerMember, Some((user, conv))) = (c.shape, &c.key) {
+                let table = catalog.tables.iter().find(|t| t.name == c.table);
+                if let Some(t) = table.filter(|t| !t.is_view && !t.unique_on(&[user, conv])) {
+                    let keys: Vec<String> = t
+                        .indexes
+                        .iter()
+                        .filter(|i| i.unique)
+                        .map(|i| {
+                            let cols: Vec<&str> = i
+                                .columns
+                                .iter()
+                                .map(|c| c.as_deref().unwrap_or("(expr)"))
+                                .collect();
+                            format!("{} ({})", i.name, cols.join(", "))
+                        })
+                        .collect();
+                    let _ = writeln!(
+                        w,
+                        "# no unique index on ({user}, {conv}) alone (unique: {}): if a member can \
+                         have several rows (threads, devices), map a view with one row per member",
+                        if keys.is_empty() { "none".to_string() } else { keys.join("; ") }
+                    );
+                }
+                let _ = writeln!(w, "table = {}", s(&c.table));
+                let _ = writeln!(w, "user = {}", s(user));
+                let _ = writeln!(w, "conversation = {}", s(conv));
+            }
+            let _ = writeln!(
+                w,
+                "column = {}   # the column `contract` drops",
+                s(&c.column)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                w,
+                "# [counter]: no counter column found (see MISSING above)"
+            );
+        }
+    }
+
+    let _ = writeln!(
+        w,
+        "\n# Evidence, best first: the backfill takes the first that has a value."
+    );
+    for table in &p.receipts_tables {
+        let _ = writeln!(w, "# receipts table seen: {table}");
+    }
+    for note in &p.evidence_notes {
+        let _ = writeln!(w, "# also seen: {note}");
+    }
+    for e in &p.evidence {
+        let _ = writeln!(w, "[[evidence]]   # {}", e.why);
+        let _ = writeln!(w, "kind = {}", s(e.kind.as_str()));
+        if let Some((table, user, conv, column)) = &e.source {
+            let _ = writeln!(w, "table = {}", s(table));
+            let _ = writeln!(w, "user = {}", s(user));
+            let _ = writeln!(w, "conversation = {}", s(conv));
+            let _ = writeln!(w, "column = {}", s(column));
+        }
+        let _ = writeln!(w);
+    }
+    if p.evidence
+        .iter()
+        .all(|e| e.kind != EvidenceKind::OwnMessage)
+        && p.messages.is_some()
+    {
+        let _ = writeln!(
+            w,
+            "# optional last: [[evidence]] kind = \"own_message\" (a member has read up to their \
+             own newest message)\n"
+        );
+    }
+    let _ = writeln!(w, "[watermarks]");
+    let _ = writeln!(
+        w,
+        "table = {}   # created by `tidemark expand`",
+        s(WATERMARK_TABLE)
+    );
+    out
+}
+
+fn shape_name(shape: Shape) -> &'static str {
+    match shape {
+        Shape::PerMember => "per_member",
+        Shape::PerMessage => "per_message",
+    }
+}

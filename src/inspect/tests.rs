@@ -1,0 +1,159 @@
+//! Unit tests of the choice ([`super::propose`]) and the text ([`super::render`]) on catalogs
+//! built by hand: no database.
+
+use super::catalog::{Catalog, Column, Index, Table, TypeClass};
+use super::propose::{propose, Facts};
+use super::render::render;
+use crate::dialect::Dialect;
+use crate::mapping::{EvidenceKind, Mapping, Shape};
+
+fn table(name: &str, columns: &[(&str, &str)], indexes: &[(&str, bool, &[&str])]) -> Table {
+    Table {
+        name: name.into(),
+        schema: None,
+        bare: name.into(),
+        is_view: false,
+        columns: columns
+            .iter()
+            .map(|(n, t)| Column {
+                name: n.to_string(),
+                declared: t.to_string(),
+                class: TypeClass::of_server_type(t),
+            })
+            .collect(),
+        indexes: indexes
+            .iter()
+            .map(|(n, unique, cols)| Index {
+                name: n.to_string(),
+                unique: *unique,
+                partial: false,
+                columns: cols.iter().map(|c| Some(c.to_string())).collect(),
+            })
+            .collect(),
+    }
+}
+
+fn catalog(tables: Vec<Table>) -> Catalog {
+    Catalog {
+        tables,
+        skipped: Vec::new(),
+    }
+}
+
+#[test]
+fn per_message_counter_with_last_read_columns() {
+    let c = catalog(vec![
+        table(
+            "chat_messages",
+            &[
+                ("id", "bigint"),
+                ("seq", "bigint"),
+                ("conversation_id", "bigint"),
+                ("author_id", "bigint"),
+                ("created_at", "timestamp with time zone"),
+                ("deleted_at", "timestamp with time zone"),
+                ("unread_count", "integer"),
+            ],
+            &[("pk", true, &["id"])],
+        ),
+        table(
+            "participants",
+            &[
+                ("conversation_id", "bigint"),
+                ("user_id", "bigint"),
+                ("left_at", "timestamp"),
+                ("joined_at", "timestamp"),
+                ("last_read_message_id", "bigint"),
+                ("last_viewed_at", "timestamp"),
+            ],
+            &[("pk", true, &["conversation_id", "user_id"])],
+        ),
+    ]);
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
+    assert!(p.missing.is_empty(), "{:?}", p.missing);
+    let m = p.messages.as_ref().unwrap();
+    assert_eq!(
+        (m.position.as_str(), m.sender.as_str()),
+        ("seq", "author_id")
+    );
+    assert_eq!(m.countable, vec!["deleted_at IS NULL".to_string()]);
+    let counter = p.counter.as_ref().unwrap();
+    assert_eq!(counter.shape, Shape::PerMessage);
+    let mb = p.members.as_ref().unwrap();
+    assert_eq!(mb.active.as_deref(), Some("left_at IS NULL"));
+    assert!(mb
+        .notes
+        .iter()
+        .any(|n| n.contains("joined_at is a join time")));
+    let kinds: Vec<EvidenceKind> = p.evidence.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EvidenceKind::Position, EvidenceKind::Timestamp]);
+    let text = render(&p, &[], &c, Dialect::Postgres);
+    let mapping = Mapping::parse(&text, "proposal").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(mapping.counter.shape, Shape::PerMessage);
+    assert_eq!(mapping.messages.created_at.as_deref(), Some("created_at"));
+}
+
+#[test]
+fn capitals_are_quoted_in_predicates() {
+    let c = catalog(vec![table(
+        "messages",
+        &[
+            ("id", "bigint"),
+            ("conv_id", "bigint"),
+            ("sender_id", "bigint"),
+            ("Is_Deleted", "integer"),
+        ],
+        &[],
+    )]);
+    let pg = propose(&c, &Facts::default(), Dialect::Postgres);
+    assert_eq!(
+        pg.messages.unwrap().countable,
+        vec!["\"Is_Deleted\" = 0".to_string()]
+    );
+}
+
+#[test]
+fn nothing_to_map_names_what_is_missing() {
+    let c = catalog(vec![table(
+        "users",
+        &[("id", "bigint"), ("name", "text")],
+        &[],
+    )]);
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
+    assert_eq!(p.missing.len(), 2, "{:?}", p.missing);
+    assert!(p.missing[0].starts_with("a messages table"));
+    assert!(p.missing[1].starts_with("a counter column"));
+    let text = render(&p, &[], &c, Dialect::Sqlite);
+    assert!(text.contains("# MISSING: a messages table"), "{text}");
+}
+
+#[test]
+fn a_text_position_is_missing_an_integer_and_a_text_counter_still_proposed() {
+    let c = catalog(vec![
+        table(
+            "messages",
+            &[
+                ("uuid", "uuid"),
+                ("position", "character varying(20)"),
+                ("room_id", "text"),
+                ("sender", "text"),
+            ],
+            &[],
+        ),
+        table(
+            "room_members",
+            &[
+                ("room_id", "text"),
+                ("user_id", "text"),
+                ("unread", "numeric(10,2)"),
+            ],
+            &[],
+        ),
+    ]);
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
+    assert_eq!(p.missing.len(), 1, "{:?}", p.missing);
+    assert!(p.missing[0].contains("an integer position on messages"));
+    let counter = p.counter.as_ref().unwrap();
+    assert!(!counter.integer);
+    assert_eq!(counter.column, "unread");
+}

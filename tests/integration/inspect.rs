@@ -1,0 +1,323 @@
+//! `tidemark inspect` (issue 10): the mapping it proposes for the scenario schema, used
+//! unedited, audits exactly like the hand-written one on every backend; on the Synapse fixture
+//! its comments name the counter candidates and the receipts table; its warnings count what
+//! they say (a missing `(conversation, position)` index, rows whose id order disagrees with
+//! their creation order); `--output` never overwrites without `--force`.
+
+use std::path::Path;
+
+use sqlx::{AnyConnection, Row};
+
+use crate::common::{bin, csv, exec_all, on_every_backend, Backend, TestDb};
+use crate::scenario;
+use crate::synapse::{fixture_dir, statements};
+use tidemark::mapping::Mapping;
+
+on_every_backend!(
+    scenario_mapping_audits_like_the_hand_written_one,
+    synapse_comments_name_the_alternatives,
+    warnings_are_counted_and_fixable
+);
+
+/// The per-member scenarios (no cap), side by side in one database of the legacy schema.
+async fn load_scenarios(conn: &mut AnyConnection) {
+    exec_all(conn, &scenario::schema_sql()).await;
+    let scenarios: Vec<_> = scenario::load_all()
+        .unwrap()
+        .into_iter()
+        .filter(|s| !s.is_per_message() && s.options.cap.is_none())
+        .collect();
+    assert!(scenarios.len() > 5, "scenarios loaded: {}", scenarios.len());
+    for (j, s) in scenarios.iter().enumerate() {
+        exec_all(conn, &scenario::data_sql(s, (j as i64 + 1) * 100)).await;
+    }
+}
+
+/// expand, backfill and audit through the binary with `mapping`; the audit's exit code and its
+/// drift report's rows, sorted.
+fn pipeline(dir: &Path, url: &str, mapping: &str, report: &str) -> (Option<i32>, Vec<Vec<String>>) {
+    for cmd in ["expand", "backfill"] {
+        let mut args = vec![cmd, "--database", url, "--mapping", mapping];
+        if cmd == "backfill" {
+            args.push("--quiet");
+        }
+        bin::run(dir, &args).expect_code(0);
+    }
+    let run = bin::run(
+        dir,
+        &[
+            "audit",
+            "--database",
+            url,
+            "--mapping",
+            mapping,
+            "--report",
+            report,
+            "--quiet",
+        ],
+    );
+    assert!(
+        matches!(run.code, Some(0 | 1)),
+        "audit with {mapping}: {run:?}"
+    );
+    let mut rows = csv::read(&dir.join(report)).rows;
+    rows.sort();
+    (run.code, rows)
+}
+
+async fn scenario_mapping_audits_like_the_hand_written_one(backend: Backend) {
+    let Some(proposed_db) = TestDb::create(backend, "insp_proposed").await else {
+        return;
+    };
+    let Some(hand_db) = TestDb::create(backend, "insp_hand").await else {
+        return;
+    };
+    for db in [&proposed_db, &hand_db] {
+        let mut conn = db.connect().await;
+        load_scenarios(&mut conn).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = bin::run(
+        dir.path(),
+        &[
+            "inspect",
+            "--database",
+            &proposed_db.url,
+            "--output",
+            "proposed.toml",
+        ],
+    );
+    run.expect_code(0);
+    assert!(run.stdout.contains("proposed.toml"), "{}", run.stdout);
+    assert!(
+        !run.stdout.contains("warning"),
+        "no warning expected: {}",
+        run.stdout
+    );
+    let text = std::fs::read_to_string(dir.path().join("proposed.toml")).unwrap();
+    let mapping = Mapping::parse(&text, "proposed.toml").expect("the proposal parses");
+    // The choices, and the alternative it saw: the per-message column on messages.
+    assert_eq!(mapping.messages.table, "messages");
+    assert_eq!(mapping.counter.table.as_deref(), Some("unread_counters"));
+    assert_eq!(
+        mapping.messages.countable.as_deref(),
+        Some("is_deleted = 0 AND is_system = 0")
+    );
+    assert!(
+        text.contains("# counter candidate: messages.unread_count"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# receipts table seen: read_receipts"),
+        "{text}"
+    );
+
+    std::fs::write(
+        dir.path().join("hand.toml"),
+        scenario::mapping_toml("per_member", false),
+    )
+    .unwrap();
+    let proposed = pipeline(
+        dir.path(),
+        &proposed_db.url,
+        "proposed.toml",
+        "proposed.csv",
+    );
+    let hand = pipeline(dir.path(), &hand_db.url, "hand.toml", "hand.csv");
+    assert!(!hand.1.is_empty(), "the scenarios drift");
+    assert_eq!(
+        proposed, hand,
+        "the proposed mapping audits like the hand-written one"
+    );
+    proposed_db.cleanup().await;
+    hand_db.cleanup().await;
+}
+
+async fn synapse_comments_name_the_alternatives(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "insp_synapse").await else {
+        return;
+    };
+    let mut conn = db.connect().await;
+    let file = fixture_dir().join(format!("synapse.{}.sql", backend.name()));
+    exec_all(&mut conn, &statements(&file)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = bin::run(dir.path(), &["inspect", "--database", &db.url]);
+    assert!(matches!(run.code, Some(0 | 1)), "{run:?}");
+    let text = &run.stdout;
+    for fact in [
+        // The messages table: the events, by room, at their stream ordering.
+        "table = \"events\"",
+        "id = \"stream_ordering\"",
+        "conversation = \"room_id\"",
+        // The counter and the other candidate beside it.
+        "# chosen: event_push_summary.unread_count",
+        "# counter candidate: event_push_summary.notif_count",
+        // One summary row per thread: the key is not (user, room) alone.
+        "no unique index on (user_id, room_id) alone",
+        // Membership by its values.
+        "membership takes the values",
+        "active = \"membership = 'join'\"",
+        // The receipts table, used as the first evidence.
+        "# receipts table seen: receipts_linearized",
+        "table = \"receipts_linearized\"",
+    ] {
+        assert!(text.contains(fact), "missing {fact:?} in:\n{text}");
+    }
+    let receipts = text.find("table = \"receipts_linearized\"").unwrap();
+    let summary = text
+        .find("column = \"last_receipt_stream_ordering\"")
+        .unwrap();
+    assert!(receipts < summary, "receipts come first:\n{text}");
+    if run.code == Some(0) {
+        Mapping::parse(text, "synapse").expect("a complete proposal parses");
+    }
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// The `# WARNING:` line of `text` that contains `needle`, with its `#   fix:` line.
+fn warning<'a>(text: &'a str, needle: &str) -> Option<(&'a str, Option<&'a str>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("# WARNING:") && l.contains(needle))?;
+    let fix = lines.get(at + 1).and_then(|l| l.strip_prefix("#   fix: "));
+    Some((lines[at], fix))
+}
+
+async fn warnings_are_counted_and_fixable(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "insp_warn").await else {
+        return;
+    };
+    let mut conn = db.connect().await;
+    // The legacy schema without the messages table's primary key (conv_id, id): no index
+    // serves the audit's reads by (conversation, position).
+    let schema: Vec<String> = scenario::schema_sql()
+        .into_iter()
+        .map(|s| s.replace(", PRIMARY KEY (conv_id, id))", ")"))
+        .collect();
+    exec_all(&mut conn, &schema).await;
+    let clean = scenario::load_all().unwrap();
+    for (j, s) in clean
+        .iter()
+        .filter(|s| !s.is_per_message())
+        .take(4)
+        .enumerate()
+    {
+        exec_all(&mut conn, &scenario::data_sql(s, (j as i64 + 1) * 100)).await;
+    }
+    // Creation times in id order, then exactly `bad` rows made earlier than the row before
+    // them: the newest message of `bad` conversations that have at least two.
+    exec_all(
+        &mut conn,
+        &["UPDATE messages SET created_at = id * 10".to_string()],
+    )
+    .await;
+    let rows = sqlx::query("SELECT conv_id, id FROM messages ORDER BY conv_id, id")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let pairs: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|r| (r.try_get(0).unwrap(), r.try_get(1).unwrap()))
+        .collect();
+    let mut newest: Vec<(i64, i64)> = Vec::new();
+    for w in pairs.windows(2) {
+        if w[0].0 == w[1].0 {
+            match newest.last_mut() {
+                Some(last) if last.0 == w[1].0 => last.1 = w[1].1,
+                _ => newest.push(w[1]),
+            }
+        }
+    }
+    let bad = newest.len().min(3);
+    assert!(bad >= 2, "conversations with two messages: {newest:?}");
+    for (conv, id) in &newest[..bad] {
+        exec_all(
+            &mut conn,
+            &[format!(
+                "UPDATE messages SET created_at = 0 WHERE conv_id = {conv} AND id = {id}"
+            )],
+        )
+        .await;
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let run = bin::run(dir.path(), &["inspect", "--database", &db.url]);
+    run.expect_code(0);
+    let text = run.stdout.clone();
+    let (line, fix) = warning(&text, "no index on messages (conv_id, id)")
+        .unwrap_or_else(|| panic!("no index warning in:\n{text}"));
+    let fix = fix.expect("the index warning has a fix").to_string();
+    assert!(fix.starts_with("CREATE INDEX "), "{fix}");
+    let (order, _) = warning(&text, "created_at earlier than the row before them")
+        .unwrap_or_else(|| panic!("no order warning in:\n{text}"));
+    assert!(
+        order.starts_with(&format!("# WARNING: {bad} rows of messages ")),
+        "{order}"
+    );
+    assert!(run.stderr.contains("warning: no index"), "{}", run.stderr);
+    let _ = line;
+
+    // The fix, run as printed, removes the index warning.
+    exec_all(&mut conn, &[fix.trim_end_matches(';').to_string()]).await;
+    let again = bin::run(dir.path(), &["inspect", "--database", &db.url]);
+    again.expect_code(0);
+    assert!(
+        warning(&again.stdout, "no index on").is_none(),
+        "{}",
+        again.stdout
+    );
+
+    // --output never overwrites without --force (exit 2, the file untouched).
+    let out = dir.path().join("mapping.toml");
+    std::fs::write(&out, "keep me\n").unwrap();
+    let refused = bin::run(
+        dir.path(),
+        &["inspect", "--database", &db.url, "--output", "mapping.toml"],
+    );
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("--force"), "{}", refused.stderr);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me\n");
+    bin::run(
+        dir.path(),
+        &[
+            "inspect",
+            "--database",
+            &db.url,
+            "--output",
+            "mapping.toml",
+            "--force",
+        ],
+    )
+    .expect_code(0);
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        written.starts_with("# Proposed by `tidemark inspect`"),
+        "{written}"
+    );
+    Mapping::parse(&written, "mapping.toml").expect("the written proposal parses");
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// A database with nothing to map: exit 1, the missing parts named; bad usage exits 2.
+#[test]
+fn nothing_to_map_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}?mode=rwc", dir.path().join("empty.db").display());
+    let run = bin::run(dir.path(), &["inspect", "--database", &url]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("missing:") && run.stderr.contains("a messages table"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("# MISSING: a counter column"),
+        "{}",
+        run.stdout
+    );
+    bin::run(dir.path(), &["inspect", "--database", &url, "--force"]).expect_code(2);
+    bin::run(dir.path(), &["inspect", "--database", "nope://x"]).expect_code(2);
+}
