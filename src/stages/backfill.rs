@@ -440,21 +440,10 @@ async fn run_batches(
 }
 
 /// Rows of a batch whose stored counter differs from the unread recomputed from the
-/// watermarks (the audit statement of the batch, uncapped).
+/// watermarks (the audit's one-pass statement of the batch, uncapped, counted in the database).
 async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
-    let template = match ctx.shape {
-        crate::mapping::Shape::PerMember => "audit_per_member.sql",
-        crate::mapping::Shape::PerMessage => "audit_per_message.sql",
-    };
-    let range = batch.params(ctx.dialect, 1);
-    let sql = render(
-        template,
-        ctx,
-        minijinja::context! { range => range, cap => None::<i64> },
-    )?;
-    let sql = format!("SELECT COUNT(*) FROM ({sql}) tm_changes");
-    let n: i64 = batch
-        .bind(sqlx::query(&sql))
+    let sql = super::audit::batch_statement(ctx, batch, None, true)?;
+    let n: i64 = super::audit::bind_batch(batch, ctx.shape, sqlx::query(&sql))
         .fetch_one(&mut *conn)
         .await
         .context("counting the rows whose unread number changes")?
