@@ -20,7 +20,8 @@
 
     Range placeholders: `range` on the counter table, `range2` and `range3` on the messages
     (the same batch bound again, so each engine reads the messages by an index range).
-    `count_only`: return only the number of drifting rows (the backfill's change count). -#}
+    `count_only`: return only the number of drifting rows (the backfill's change count),
+    without the second pass: `range3` is then not placed (bind the batch twice). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
@@ -95,7 +96,8 @@ tm_d AS {{ materialized }} (
         WHERE tm_w.kind = 0) tm_v
   WHERE tm_v.stored IS NULL
      OR {{ m.clamp("tm_v.stored", cap) }} <> {{ m.clamp("tm_v.recomputed", cap) }}
-){% if count_only %}
+)
+{% if count_only %}
 SELECT COUNT(*) AS n FROM tm_d
 {% else %},
 tm_dc AS (

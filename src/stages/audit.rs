@@ -196,6 +196,9 @@ pub async fn run(
         crate::report::check_destination(m)?;
     }
     crate::lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
+    for setting in dialect.audit_session() {
+        sqlx::query(setting).execute(&mut *conn).await?;
+    }
     schema::preflight(conn, mapping, dialect).await?;
     if !schema::table_exists(conn, dialect, &mapping.watermarks.table).await? {
         return Err(input_error(format!(
@@ -665,7 +668,7 @@ async fn audit_batches(
                     .fetch_one(&mut *conn)
                     .await?
                     .try_get(0)?;
-                let rows = bind_batch(&batch, shape, sqlx::query(&sql))
+                let rows = bind_batch(&batch, shape, false, sqlx::query(&sql))
                     .fetch_all(&mut *conn)
                     .await
                     .context("running the audit statement")?;
@@ -850,10 +853,12 @@ pub fn statements(
         hi: Some(dialect.placeholder(2)),
         ..Default::default()
     };
-    let copies = ranges(mapping.counter.shape, |n| crate::dialect::RangeParams {
-        lo: Some(dialect.placeholder(2 * n + 1)),
-        hi: Some(dialect.placeholder(2 * n + 2)),
-        ..Default::default()
+    let copies = ranges(mapping.counter.shape, false, |n| {
+        crate::dialect::RangeParams {
+            lo: Some(dialect.placeholder(2 * n + 1)),
+            hi: Some(dialect.placeholder(2 * n + 2)),
+            ..Default::default()
+        }
     });
     Ok(vec![
         (
@@ -886,10 +891,10 @@ fn template(shape: Shape) -> &'static str {
 /// How many times the audit statement of `shape` filters by the batch's range (the counter
 /// rows, then the messages twice; or the messages, then the members): see the templates'
 /// headers. The batch's keys are bound that many times in a row ([`bind_batch`]).
-fn range_copies(shape: Shape) -> usize {
-    match shape {
-        Shape::PerMember => 3,
-        Shape::PerMessage => 2,
+fn range_copies(shape: Shape, count_only: bool) -> usize {
+    match (shape, count_only) {
+        (Shape::PerMember, false) => 3,
+        (Shape::PerMember, true) | (Shape::PerMessage, _) => 2,
     }
 }
 
@@ -897,11 +902,12 @@ fn range_copies(shape: Shape) -> usize {
 /// (0-based) made by `params`.
 fn ranges(
     shape: Shape,
+    count_only: bool,
     params: impl Fn(usize) -> crate::dialect::RangeParams,
 ) -> minijinja::Value {
     let names = ["range", "range2", "range3"];
     minijinja::Value::from_iter(
-        (0..range_copies(shape))
+        (0..range_copies(shape, count_only))
             .map(|n| (names[n], minijinja::Value::from_serialize(params(n))))
             .collect::<BTreeMap<_, _>>(),
     )
@@ -918,7 +924,7 @@ pub(crate) fn batch_statement(
     count_only: bool,
 ) -> Result<String> {
     let n = batch.param_count();
-    let copies = ranges(ctx.shape, |i| {
+    let copies = ranges(ctx.shape, count_only, |i| {
         batch.params(ctx.dialect, 1 + i * n)
     });
     render(
@@ -932,9 +938,10 @@ pub(crate) fn batch_statement(
 pub(crate) fn bind_batch<'q>(
     batch: &super::Batch,
     shape: Shape,
+    count_only: bool,
     mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    for _ in 0..range_copies(shape) {
+    for _ in 0..range_copies(shape, count_only) {
         q = batch.bind(q);
     }
     q

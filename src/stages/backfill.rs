@@ -156,6 +156,9 @@ pub async fn run(
 ) -> Result<BackfillSummary> {
     // Bound every lock wait first: even the preflight must not queue behind a long lock.
     lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
+    for setting in dialect.audit_session() {
+        sqlx::query(setting).execute(&mut *conn).await?;
+    }
     schema::preflight(conn, mapping, dialect).await?;
     for (table, what) in [
         (mapping.watermarks.table.as_str(), "watermark"),
@@ -443,12 +446,12 @@ async fn run_batches(
 /// watermarks (the audit's one-pass statement of the batch, uncapped, counted in the database).
 async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
     let sql = super::audit::batch_statement(ctx, batch, None, true)?;
-    let n: i64 = super::audit::bind_batch(batch, ctx.shape, sqlx::query(&sql))
+    let n: Option<i64> = super::audit::bind_batch(batch, ctx.shape, true, sqlx::query(&sql))
         .fetch_one(&mut *conn)
         .await
         .context("counting the rows whose unread number changes")?
         .try_get(0)?;
-    Ok(n.max(0) as u64)
+    Ok(n.unwrap_or(0).max(0) as u64)
 }
 
 /// Adds a planned batch to the counts.
