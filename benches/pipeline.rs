@@ -46,6 +46,10 @@ use tidemark::stages::{audit, backfill, expand};
 
 #[path = "pipeline/large.rs"]
 mod large;
+#[path = "pipeline/table.rs"]
+mod table;
+
+use table::{mib, print_table, Figures};
 
 /// The prefix of the one result line a phase child prints on stdout.
 const RESULT_TAG: &str = "TIDEMARK_BENCH_RESULT ";
@@ -117,10 +121,6 @@ fn proc_status_kib(field: &str) -> u64 {
             rest.split_whitespace().next()?.parse().ok()
         })
         .unwrap_or(0)
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,36 +376,6 @@ impl BenchDb {
 // ---------------------------------------------------------------------------------------------
 // The driver.
 
-#[derive(Default)]
-struct Figures {
-    backend: &'static str,
-    workload: &'static str,
-    ref_backfill: Option<f64>,
-    ref_audit: Option<f64>,
-    members: u64,
-    messages: u64,
-    counter_rows: u64,
-    generate: Option<Value>,
-    backfill: Option<Value>,
-    audit: Option<Value>,
-    audit_cap: Option<Value>,
-    check: String,
-    cap_note: String,
-    error: Option<String>,
-}
-
-fn secs(v: &Option<Value>) -> Option<f64> {
-    v.as_ref()?.get("secs")?.as_f64()
-}
-
-fn peak_mib(v: &Option<Value>) -> Option<f64> {
-    Some(mib(v.as_ref()?.get("hwm_kib")?.as_u64()?))
-}
-
-fn count(v: &Option<Value>, key: &str) -> Option<u64> {
-    v.as_ref()?.get(key)?.as_u64()
-}
-
 fn classes(v: &Value, key: &str) -> BTreeMap<String, u64> {
     v.get(key)
         .and_then(Value::as_object)
@@ -584,63 +554,6 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
     eprintln!("  cap99 vs injected: {}", f.cap_note);
     eprintln!("  check: {}", f.check);
     Ok(())
-}
-
-/// One table per backend: for each workload and job, tidemark's time, the reference's, their
-/// ratio, rows per second and tidemark's peak RSS.
-fn print_table(rows: &[Figures]) {
-    let opt = |v: Option<f64>, prec: usize| match v {
-        Some(x) => format!("{x:.prec$}"),
-        None => "-".to_string(),
-    };
-    let rate = |n: Option<u64>, s: Option<f64>| match (n, s) {
-        (Some(n), Some(s)) if s > 0.0 => format!("{:.0}", n as f64 / s),
-        _ => "-".to_string(),
-    };
-    let mut backends: Vec<&str> = rows.iter().map(|f| f.backend).collect();
-    backends.dedup();
-    for backend in backends {
-        println!();
-        println!("### {backend}");
-        println!();
-        println!(
-            "| workload | job | tidemark s | reference s | tidemark / reference | rows/s | peak MiB | drifting | check |"
-        );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---|");
-        for f in rows.iter().filter(|f| f.backend == backend) {
-            let workload = format!(
-                "{} ({} members, {} messages)",
-                f.workload, f.members, f.messages
-            );
-            let jobs: [(&str, &Option<Value>, Option<f64>, &str); 3] = [
-                ("backfill", &f.backfill, f.ref_backfill, "members"),
-                ("audit", &f.audit, f.ref_audit, "rows_checked"),
-                ("audit --cap 99", &f.audit_cap, None, "rows_checked"),
-            ];
-            for (job, v, reference, unit) in jobs {
-                let t = secs(v);
-                let ratio = match (t, reference) {
-                    (Some(t), Some(r)) if r > 0.0 => format!("{:.2}×", t / r),
-                    _ => "-".to_string(),
-                };
-                println!(
-                    "| {workload} | {job} | {} | {} | {ratio} | {} | {} | {} | {} |",
-                    opt(t, 2),
-                    opt(reference, 2),
-                    rate(count(v, unit), t),
-                    opt(peak_mib(v), 1),
-                    count(v, "drifting_rows")
-                        .map(|n| n.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    match &f.error {
-                        Some(e) => format!("ERROR: {e}"),
-                        None if job == "audit" => f.check.clone(),
-                        None => String::new(),
-                    }
-                );
-            }
-        }
-    }
 }
 
 struct MainArgs {
