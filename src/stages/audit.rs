@@ -668,7 +668,8 @@ async fn audit_batches(
                     .fetch_one(&mut *conn)
                     .await?
                     .try_get(0)?;
-                let rows = bind_batch(&batch, shape, false, sqlx::query(&sql))
+                // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
+                let rows = bind_batch(&batch, shape, false, sqlx::query(&sql).persistent(false))
                     .fetch_all(&mut *conn)
                     .await
                     .context("running the audit statement")?;
