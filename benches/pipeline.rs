@@ -4,9 +4,18 @@
 //!
 //! ```text
 //! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
+//!     [--workloads standard,large] [--large-scale F] [--no-reference]
 //! ```
 //!
-//! Defaults: 1 000 000 member rows, all three backends, seed 2024. After generating and after
+//! Two workloads (issue 11): *standard* (the generator's data: mostly direct messages and
+//! small groups, mostly caught-up members) and *large channels* ([`large`]: 20 channels of
+//! 2 000 × F members and 10 000 × F messages, half the members never having read). Beside each
+//! tidemark job the bench times the reference statement a DBA would write (one upsert for the
+//! backfill, a correlated `COUNT(*)` per member for the audit) through the database's own
+//! client, and prints one table per backend: times, tidemark / reference, rows per second and
+//! peak RSS.
+//!
+//! Defaults: 1 000 000 member rows, all three backends, seed 2024, both workloads, scale 1. After generating and after
 //! the backfill the bench refreshes the planner statistics (`ANALYZE`; `ANALYZE TABLE` on
 //! MariaDB), as autovacuum or InnoDB's persistent statistics would on a live database; with
 //! `--no-analyze` a fresh bulk load is planned without statistics (PostgreSQL with autovacuum
@@ -35,14 +44,22 @@ use tidemark::legacy_schema as scenario;
 use tidemark::mapping::Mapping;
 use tidemark::stages::{audit, backfill, expand};
 
+#[path = "pipeline/large.rs"]
+mod large;
+#[path = "pipeline/table.rs"]
+mod table;
+
+use table::{mib, print_table, Figures};
+
 /// The prefix of the one result line a phase child prints on stdout.
 const RESULT_TAG: &str = "TIDEMARK_BENCH_RESULT ";
 
 const DEFAULT_MEMBERS: u64 = 1_000_000;
 const DEFAULT_SEED: u64 = 2024;
 
+/// The backends the bench runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
+pub enum Backend {
     Sqlite,
     Postgres,
     Mysql,
@@ -51,7 +68,8 @@ enum Backend {
 impl Backend {
     const ALL: [Backend; 3] = [Backend::Sqlite, Backend::Postgres, Backend::Mysql];
 
-    fn name(self) -> &'static str {
+    /// `sqlite`, `postgres` or `mysql`.
+    pub fn name(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
@@ -105,10 +123,6 @@ fn proc_status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
 // ---------------------------------------------------------------------------------------------
 // Phase children.
 
@@ -119,6 +133,7 @@ struct PhaseArgs {
     seed: u64,
     cap: Option<i64>,
     report: Option<PathBuf>,
+    scale: f64,
 }
 
 fn mapping() -> Result<Mapping> {
@@ -158,6 +173,21 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                     "injected": truth.injected,
                     "drifting_rows": truth.drifting_rows(),
                 })
+            }
+            "large" => {
+                let backend = match args.url.split(':').next().unwrap_or_default() {
+                    "postgres" | "postgresql" => Backend::Postgres,
+                    "mysql" | "mariadb" => Backend::Mysql,
+                    _ => Backend::Sqlite,
+                };
+                let (members, messages) = large::generate(&mut conn, backend, args.scale).await?;
+                json!({ "members": members, "messages": messages, "counter_rows": members })
+            }
+            "clear" => {
+                sqlx::raw_sql("DELETE FROM read_watermarks")
+                    .execute(&mut conn)
+                    .await?;
+                json!({})
             }
             "analyze" => {
                 // Planner statistics, as autovacuum / InnoDB's persistent statistics would have
@@ -324,33 +354,6 @@ impl BenchDb {
 // ---------------------------------------------------------------------------------------------
 // The driver.
 
-#[derive(Default)]
-struct Figures {
-    backend: &'static str,
-    members: u64,
-    messages: u64,
-    counter_rows: u64,
-    generate: Option<Value>,
-    backfill: Option<Value>,
-    audit: Option<Value>,
-    audit_cap: Option<Value>,
-    check: String,
-    cap_note: String,
-    error: Option<String>,
-}
-
-fn secs(v: &Option<Value>) -> Option<f64> {
-    v.as_ref()?.get("secs")?.as_f64()
-}
-
-fn peak_mib(v: &Option<Value>) -> Option<f64> {
-    Some(mib(v.as_ref()?.get("hwm_kib")?.as_u64()?))
-}
-
-fn count(v: &Option<Value>, key: &str) -> Option<u64> {
-    v.as_ref()?.get(key)?.as_u64()
-}
-
 fn classes(v: &Value, key: &str) -> BTreeMap<String, u64> {
     v.get(key)
         .and_then(Value::as_object)
@@ -378,55 +381,96 @@ fn diff(got: &BTreeMap<String, u64>, want: &BTreeMap<String, u64>) -> Vec<String
         .collect()
 }
 
-async fn bench_backend(
+/// One run of one workload on one backend.
+#[derive(Clone, Copy)]
+struct Run {
     backend: Backend,
+    workload: &'static str,
     members: u64,
     seed: u64,
     analyze: bool,
-    f: &mut Figures,
-) -> Result<()> {
-    let db = BenchDb::create(backend).await?;
+    scale: f64,
+    reference: bool,
+}
+
+async fn bench_backend(run: Run, f: &mut Figures) -> Result<()> {
+    let db = BenchDb::create(run.backend).await?;
     eprintln!(
-        "== {} ({}), {members} members, seed {seed}",
-        backend.name(),
-        Dsn::parse(&db.url)?
+        "== {} ({}), workload {}, {} members, seed {}, large-scale {}",
+        run.backend.name(),
+        Dsn::parse(&db.url)?,
+        run.workload,
+        run.members,
+        run.seed,
+        run.scale
     );
-    let result = run_phases(&db.url, members, seed, analyze, f);
+    let result = run_phases(&db.url, run, f);
     let dropped = db.drop_db().await;
     result?;
     dropped
 }
 
-fn run_phases(url: &str, members: u64, seed: u64, analyze: bool, f: &mut Figures) -> Result<()> {
-    let gen = spawn_phase(
-        "generate",
-        "generate",
-        url,
-        &[
-            "--members".into(),
-            members.to_string(),
-            "--seed".into(),
-            seed.to_string(),
-        ],
-    )?;
+/// Times a reference statement through the backend's client (None with `--no-reference`).
+fn reference(run: Run, url: &str, label: &str, sql: &str) -> Result<Option<f64>> {
+    if !run.reference {
+        return Ok(None);
+    }
+    let secs = large::run_client(run.backend, url, sql)?;
+    eprintln!("  {label:<12} {secs:>9.2} s   (reference, the database's own client)");
+    Ok(Some(secs))
+}
+
+fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
+    let gen = if run.workload == "large" {
+        spawn_phase(
+            "large",
+            "generate",
+            url,
+            &["--large-scale".into(), run.scale.to_string()],
+        )?
+    } else {
+        spawn_phase(
+            "generate",
+            "generate",
+            url,
+            &[
+                "--members".into(),
+                run.members.to_string(),
+                "--seed".into(),
+                run.seed.to_string(),
+            ],
+        )?
+    };
     f.members = gen["members"].as_u64().unwrap_or(0);
     f.messages = gen["messages"].as_u64().unwrap_or(0);
     f.counter_rows = gen["counter_rows"].as_u64().unwrap_or(0);
-    let injected = classes(&gen, "injected");
+    let injected = (run.workload != "large").then(|| classes(&gen, "injected"));
     f.generate = Some(gen);
-    if analyze {
+    if run.analyze {
         spawn_phase("analyze", "analyze", url, &[])?;
     }
     spawn_phase("expand", "expand", url, &[])?;
+    f.ref_backfill = reference(
+        run,
+        url,
+        "ref backfill",
+        &large::reference_backfill(run.backend),
+    )?;
+    if f.ref_backfill.is_some() {
+        spawn_phase("clear", "clear", url, &[])?;
+    }
     let filled = spawn_phase("backfill", "backfill", url, &[])?;
-    if analyze {
+    if run.analyze {
         spawn_phase("analyze", "analyze", url, &[])?;
     }
+    f.ref_audit = reference(run, url, "ref audit", &large::reference_audit())?;
     let mut problems = Vec::new();
-    for key in ["no_evidence", "unrepresentable_counters"] {
-        let n = filled[key].as_u64().unwrap_or(0);
-        if n != 0 {
-            problems.push(format!("backfill {key} = {n} (want 0)"));
+    if injected.is_some() {
+        for key in ["no_evidence", "unrepresentable_counters"] {
+            let n = filled[key].as_u64().unwrap_or(0);
+            if n != 0 {
+                problems.push(format!("backfill {key} = {n} (want 0)"));
+            }
         }
     }
     f.backfill = Some(filled);
@@ -450,7 +494,9 @@ fn run_phases(url: &str, members: u64, seed: u64, analyze: bool, f: &mut Figures
     };
     let full = spawn_phase("audit", "audit", url, &audit_args(None))?;
     let got = classes(&full, "by_class");
-    problems.extend(diff(&got, &injected));
+    if let Some(injected) = &injected {
+        problems.extend(diff(&got, injected));
+    }
     let checked = full["rows_checked"].as_u64().unwrap_or(0);
     if checked != f.counter_rows {
         problems.push(format!(
@@ -461,8 +507,15 @@ fn run_phases(url: &str, members: u64, seed: u64, analyze: bool, f: &mut Figures
     f.audit = Some(full);
     let capped = spawn_phase("audit", "audit cap99", url, &audit_args(Some(99)))?;
     let got_cap = classes(&capped, "by_class");
-    let cap_diff = diff(&got_cap, &injected);
     f.audit_cap = Some(capped);
+    let Some(injected) = injected else {
+        // Nothing injected to compare with: the drift found is reported as it is.
+        f.check = format!("{} drifting rows", got.values().sum::<u64>());
+        f.cap_note = String::new();
+        eprintln!("  check: {}", f.check);
+        return Ok(());
+    };
+    let cap_diff = diff(&got_cap, &injected);
     let injected_total: u64 = injected.values().sum();
     f.check = if problems.is_empty() {
         format!("ok ({injected_total} drifting rows = injected)")
@@ -481,52 +534,14 @@ fn run_phases(url: &str, members: u64, seed: u64, analyze: bool, f: &mut Figures
     Ok(())
 }
 
-fn print_table(rows: &[Figures]) {
-    let opt = |v: Option<f64>, prec: usize| match v {
-        Some(x) => format!("{x:.prec$}"),
-        None => "-".to_string(),
-    };
-    let rate = |n: Option<u64>, s: Option<f64>| match (n, s) {
-        (Some(n), Some(s)) if s > 0.0 => format!("{:.0}", n as f64 / s),
-        _ => "-".to_string(),
-    };
-    println!();
-    println!(
-        "| backend | members | messages | generate s | gen MiB | backfill s | members/s | backfill MiB | audit s | rows/s | audit MiB | audit cap99 s | cap99 MiB | cap99 drifting | check |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for f in rows {
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            f.backend,
-            f.members,
-            f.messages,
-            opt(secs(&f.generate), 1),
-            opt(peak_mib(&f.generate), 1),
-            opt(secs(&f.backfill), 1),
-            rate(count(&f.backfill, "members"), secs(&f.backfill)),
-            opt(peak_mib(&f.backfill), 1),
-            opt(secs(&f.audit), 1),
-            rate(count(&f.audit, "rows_checked"), secs(&f.audit)),
-            opt(peak_mib(&f.audit), 1),
-            opt(secs(&f.audit_cap), 1),
-            opt(peak_mib(&f.audit_cap), 1),
-            count(&f.audit_cap, "drifting_rows")
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "-".into()),
-            match &f.error {
-                Some(e) => format!("ERROR: {e}"),
-                None => f.check.clone(),
-            }
-        );
-    }
-}
-
 struct MainArgs {
     members: u64,
     analyze: bool,
     seed: u64,
     backends: Vec<Backend>,
+    workloads: Vec<&'static str>,
+    scale: f64,
+    reference: bool,
 }
 
 enum Mode {
@@ -543,6 +558,9 @@ fn parse_args() -> Result<Mode> {
     let mut url: Option<String> = None;
     let mut cap: Option<i64> = None;
     let mut report: Option<PathBuf> = None;
+    let mut workloads = vec!["standard", "large"];
+    let mut scale = 1.0f64;
+    let mut reference = true;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let (key, inline) = match arg.split_once('=') {
@@ -573,13 +591,26 @@ fn parse_args() -> Result<Mode> {
                     .collect::<Result<_>>()?
             }
             "--no-analyze" => analyze = false,
+            "--no-reference" => reference = false,
+            "--large-scale" => scale = value("--large-scale")?.parse().context("--large-scale")?,
+            "--workloads" => {
+                workloads = value("--workloads")?
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|w| match w.trim() {
+                        "standard" => Ok("standard"),
+                        "large" => Ok("large"),
+                        other => Err(anyhow!("unknown workload {other:?}: standard or large")),
+                    })
+                    .collect::<Result<_>>()?
+            }
             "--phase" => phase = Some(value("--phase")?),
             "--url" => url = Some(value("--url")?),
             "--cap" => cap = Some(value("--cap")?.parse().context("--cap")?),
             "--report" => report = Some(PathBuf::from(value("--report")?)),
             "-h" | "--help" => {
                 println!(
-                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze]"
+                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference]"
                 );
                 std::process::exit(0);
             }
@@ -596,12 +627,16 @@ fn parse_args() -> Result<Mode> {
             seed,
             cap,
             report,
+            scale,
         }),
         None => Mode::Driver(MainArgs {
             members,
             analyze,
             seed,
             backends,
+            workloads,
+            scale,
+            reference,
         }),
     })
 }
@@ -629,32 +664,38 @@ fn main() -> ExitCode {
                 .expect("a tokio runtime");
             let mut rows = Vec::new();
             let mut failed = false;
-            for backend in args.backends {
-                let mut f = Figures {
-                    backend: backend.name(),
-                    ..Default::default()
-                };
-                let started = Instant::now();
-                if let Err(e) = runtime.block_on(bench_backend(
-                    backend,
-                    args.members,
-                    args.seed,
-                    args.analyze,
-                    &mut f,
-                )) {
-                    eprintln!("  {}: error: {e:#}", backend.name());
-                    f.error = Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
-                    failed = true;
+            for backend in args.backends.iter().copied() {
+                for &workload in &args.workloads {
+                    let mut f = Figures {
+                        backend: backend.name(),
+                        workload,
+                        ..Default::default()
+                    };
+                    let run = Run {
+                        backend,
+                        workload,
+                        members: args.members,
+                        seed: args.seed,
+                        analyze: args.analyze,
+                        scale: args.scale,
+                        reference: args.reference,
+                    };
+                    let started = Instant::now();
+                    if let Err(e) = runtime.block_on(bench_backend(run, &mut f)) {
+                        eprintln!("  {}: error: {e:#}", backend.name());
+                        f.error = Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
+                        failed = true;
+                    }
+                    if f.check.starts_with("MISMATCH") {
+                        failed = true;
+                    }
+                    eprintln!(
+                        "  {} {workload} done in {:.1} s",
+                        backend.name(),
+                        started.elapsed().as_secs_f64()
+                    );
+                    rows.push(f);
                 }
-                if f.check.starts_with("MISMATCH") {
-                    failed = true;
-                }
-                eprintln!(
-                    "  {} done in {:.1} s",
-                    backend.name(),
-                    started.elapsed().as_secs_f64()
-                );
-                rows.push(f);
             }
             print_table(&rows);
             if failed {

@@ -1,15 +1,35 @@
 {#- Audit, shape per_member (semantics.md "Shape A", "Drift classes"), one batch of
-    conversations. One set-based statement: each counter row's recomputed unread is the number of
-    countable messages after its watermark, not sent by the member, after the join position;
-    a counter whose member row is missing or not active is owed 0. Returns only drifting rows,
-    with the counts tidemark classifies them by (own, excluded, total). -#}
+    conversations, in one pass over the messages (issue 11, "The one-pass form").
+
+    Each counter row gets a threshold t = max(watermark, join position) (watermark 0 when
+    none). Per conversation the thresholds are merged into the stream of messages above the
+    conversation's lowest threshold, ordered by position descending, a threshold before the
+    messages of its own position (a message counts when position > t). Running counts then
+    give, at each threshold row:
+      a_all - a_own : countable messages after t not sent by the member (recomputed; a counter
+                      whose member row is missing or not active is owed 0)
+      l_own         : the member's own legacy-countable messages after t (own_after)
+      x_all - x_own : legacy-countable but not countable messages after t, not the member's
+                      own (excluded_after)
+    `_all` is partitioned by conversation, `_own` by (conversation, sender): a message whose
+    sender is NULL (a deleted account) is nobody's own and is counted (scenario S12), exactly
+    as `IS DISTINCT FROM` counted it. Then, for the drifting rows only, a second pass over
+    their conversations places each at its join position (no join position: after every
+    message) for all countable messages not its own (total_countable). Counts are exact, then
+    clamped at cap+1 under `--cap` (seed 000 §5), which is what a count stopped at cap+1 gives.
+
+    Range placeholders: `range` on the counter table, `range2` and `range3` on the messages
+    (the same batch bound again, so each engine reads the messages by an index range).
+    `count_only`: return only the number of drifting rows (the backfill's change count),
+    without the second pass: `range3` is then not placed (bind the batch twice). -#}
 {% import "macros.sql" as m %}
+{% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
   SELECT tm_k.conv AS conv, tm_k.usr AS usr, tm_k.stored AS stored,
-         tm_w.last_read_id AS last_read_id, tm_w.source AS source,
+         CAST(tm_w.last_read_id AS {{ int }}) AS last_read_id, tm_w.source AS source,
 {% if mem %}
          CASE WHEN tm_mb.usr IS NULL THEN 0 ELSE tm_mb.is_active END AS is_member,
-         tm_mb.join_pos AS join_pos
+         CAST(tm_mb.join_pos AS {{ int }}) AS join_pos
 {% else %}
          1 AS is_member,
          CAST(NULL AS {{ int }}) AS join_pos
@@ -25,25 +45,92 @@ WITH tm_base AS (
              FROM {{ mem.table }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}
 ),
-tm_rows AS {{ materialized }} (
+tm_t AS {{ materialized }} (
   SELECT tm_b.conv, tm_b.usr, tm_b.stored, tm_b.last_read_id, tm_b.source, tm_b.is_member, tm_b.join_pos,
-         CASE WHEN tm_b.is_member = 1 THEN
-           {{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_b.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_b.last_read_id, 0) AND " ~ m.distinct("tm_m." ~ msg.sender, "tm_b.usr", dialect) ~ " AND (tm_b.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_b.join_pos) AND " ~ m.pred(msg.countable), cap, dialect) }}
-         ELSE 0 END AS recomputed
+         CAST(CASE WHEN tm_b.join_pos IS NOT NULL AND tm_b.join_pos > COALESCE(tm_b.last_read_id, 0)
+                   THEN tm_b.join_pos ELSE COALESCE(tm_b.last_read_id, 0) END AS {{ int }}) AS t1
   FROM tm_base tm_b
+),
+tm_lo AS (
+  SELECT tm_t.conv AS tm_conv, MIN(tm_t.t1) AS tm_min FROM tm_t GROUP BY tm_t.conv
+),
+tm_s1 AS (
+  SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
+         tm_t.stored AS stored, tm_t.last_read_id AS last_read_id, tm_t.source AS source,
+         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos
+  FROM tm_t
+  UNION ALL
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, tm_f.c, tm_f.l, tm_f.x, NULL, NULL, NULL, NULL, NULL
+  FROM (SELECT tm_m.{{ msg.conv }} AS conv, CAST(tm_m.{{ msg.id }} AS {{ int }}) AS pos, tm_m.{{ msg.sender }} AS sender,
+               CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c,
+               CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS l,
+{% if msg.countable %}
+               CASE WHEN {{ m.pred(msg.legacy) }} AND NOT COALESCE({{ m.pred(msg.countable) }}, FALSE) THEN 1 ELSE 0 END AS x
+{% else %}
+               0 AS x
+{% endif %}
+        FROM {{ msg.table }} tm_m
+        WHERE 1 = 1{{ m.range("tm_m." ~ msg.conv, range2) }}) tm_f
+  JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
+),
+tm_w1 AS (
+  SELECT tm_s.conv, tm_s.pos, tm_s.kind, tm_s.sender, tm_s.stored, tm_s.last_read_id, tm_s.source,
+         tm_s.is_member, tm_s.join_pos,
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv {{ win }}) AS a_all,
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own,
+         SUM(tm_s.l) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS l_own,
+         SUM(tm_s.x) OVER (PARTITION BY tm_s.conv {{ win }}) AS x_all,
+         SUM(tm_s.x) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS x_own
+  FROM tm_s1 tm_s
+),
+tm_d AS {{ materialized }} (
+  SELECT tm_v.conv, tm_v.usr, tm_v.stored, tm_v.recomputed, tm_v.last_read_id, tm_v.source,
+         tm_v.is_member, tm_v.join_pos, tm_v.own_after, tm_v.excluded_after
+  FROM (SELECT tm_w.conv AS conv, tm_w.sender AS usr, tm_w.stored AS stored,
+               CASE WHEN tm_w.is_member = 1 THEN tm_w.a_all - tm_w.a_own ELSE 0 END AS recomputed,
+               tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
+               tm_w.join_pos AS join_pos,
+               CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own END AS own_after,
+               tm_w.x_all - tm_w.x_own AS excluded_after
+        FROM tm_w1 tm_w
+        WHERE tm_w.kind = 0) tm_v
+  WHERE tm_v.stored IS NULL
+     OR {{ m.clamp("tm_v.stored", cap) }} <> {{ m.clamp("tm_v.recomputed", cap) }}
 )
-SELECT tm_r.conv AS conv, tm_r.usr AS usr, tm_r.stored AS stored,
-       CAST(tm_r.recomputed AS {{ int }}) AS recomputed,
+{% if count_only %}
+SELECT COUNT(*) AS n FROM tm_d
+{% else %},
+tm_dc AS (
+  SELECT DISTINCT tm_d.conv AS tm_conv FROM tm_d
+),
+tm_s2 AS (
+  SELECT tm_d.conv AS conv, tm_d.join_pos AS pos, CASE WHEN tm_d.join_pos IS NULL THEN 1 ELSE 0 END AS tail,
+         0 AS kind, tm_d.usr AS sender, 0 AS c, tm_d.stored AS stored, tm_d.recomputed AS recomputed,
+         tm_d.last_read_id AS last_read_id, tm_d.source AS source, tm_d.is_member AS is_member,
+         tm_d.own_after AS own_after, tm_d.excluded_after AS excluded_after
+  FROM tm_d
+  UNION ALL
+  SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM (SELECT tm_m.{{ msg.conv }} AS conv, CAST(tm_m.{{ msg.id }} AS {{ int }}) AS pos, tm_m.{{ msg.sender }} AS sender
+        FROM {{ msg.table }} tm_m
+        WHERE {{ m.pred(msg.countable) }}{{ m.range("tm_m." ~ msg.conv, range3) }}) tm_f
+  JOIN tm_dc ON tm_dc.tm_conv = tm_f.conv
+),
+tm_w2 AS (
+  SELECT tm_s.conv, tm_s.kind, tm_s.sender, tm_s.stored, tm_s.recomputed, tm_s.last_read_id, tm_s.source,
+         tm_s.is_member, tm_s.own_after, tm_s.excluded_after,
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_all,
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_own
+  FROM tm_s2 tm_s
+)
+SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
+       CAST({{ m.clamp("tm_r.recomputed", cap) }} AS {{ int }}) AS recomputed,
        CAST(tm_r.last_read_id AS {{ int }}) AS last_read_id, tm_r.source AS source,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
-       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_r.last_read_id, 0) AND tm_m." ~ msg.sender ~ " = tm_r.usr AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.legacy), cap, dialect) }} AS {{ int }}) AS own_after,
-{% if msg.countable %}
-       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND tm_m." ~ msg.id ~ " > COALESCE(tm_r.last_read_id, 0) AND " ~ m.distinct("tm_m." ~ msg.sender, "tm_r.usr", dialect) ~ " AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.legacy) ~ " AND NOT COALESCE(" ~ m.pred(msg.countable) ~ ", FALSE)", cap, dialect) }} AS {{ int }}) AS excluded_after,
-{% else %}
-       CAST(0 AS {{ int }}) AS excluded_after,
+       CAST({{ m.clamp("tm_r.own_after", cap) }} AS {{ int }}) AS own_after,
+       CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
+       CAST({{ m.clamp("tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable
+FROM tm_w2 tm_r
+WHERE tm_r.kind = 0
+ORDER BY tm_r.conv, tm_r.sender
 {% endif %}
-       CAST({{ m.count("FROM " ~ msg.table ~ " tm_m WHERE tm_m." ~ msg.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_m." ~ msg.sender, "tm_r.usr", dialect) ~ " AND (tm_r.join_pos IS NULL OR tm_m." ~ msg.id ~ " > tm_r.join_pos) AND " ~ m.pred(msg.countable), cap, dialect) }} AS {{ int }}) AS total_countable
-FROM tm_rows tm_r
-WHERE tm_r.stored IS NULL
-   OR {{ m.clamp("tm_r.stored", cap) }} <> {{ m.clamp("tm_r.recomputed", cap) }}
-ORDER BY tm_r.conv, tm_r.usr

@@ -1,36 +1,90 @@
-{#- Audit, shape per_message (semantics.md "Shape B", seed 003), one batch of conversations.
+{#- Audit, shape per_message (semantics.md "Shape B", seed 003), one batch of conversations,
+    in one pass (issue 11, "The one-pass form": the mirror of the per_member form).
+
     recomputed(m) = active members x of m's conversation, x <> sender, joined before m, whose
-    watermark is below m; 0 for a message that is not countable. Returns only drifting
-    messages with the counts they are classified by: orphans (members who left or joined after
-    m and have not read it), own (the sender is an active member), excluded (what a
-    not-countable message would count), total (every member but the sender). -#}
+    watermark is below m; 0 for a message that is not countable. Each member enters the stream
+    of the conversation's messages (ascending position, a member after the messages of its own
+    position: it counts for a message when its threshold < position) twice:
+      at its watermark w (0 when none):      o1 = 1 when not active or it has a join position;
+                                             t = 1 (every member once)
+      at max(w, join position):              r = 1 when active; o2 = 1 when active with a join
+                                             position
+    Running sums over the conversation minus the same over (conversation, sender) leave out
+    the sender's own member row (a NULL sender is nobody, as `IS DISTINCT FROM` had it):
+      r             : recomputed (not countable: excluded_after when legacy-countable)
+      o1 - o2       : orphans, members who left or joined after m and have not read it
+      t             : every member but the sender (total_countable)
+    own_after: 1 when the sender is an active member who joined before m (one index probe per
+    drifting message). Counts are exact, then clamped at cap+1 under `--cap` (seed 000 §5).
+
+    Range placeholders: `range` on the messages, `range2` on the members (the same batch).
+    `count_only`: return only the number of drifting messages (the backfill's change count). -#}
 {% import "macros.sql" as m %}
-{% set wm_of_x = "COALESCE((SELECT tm_w.last_read_id FROM " ~ wm ~ " tm_w WHERE tm_w.user_id = tm_x." ~ mem.user ~ " AND tm_w.conversation_id = tm_x." ~ mem.conv ~ "), 0)" %}
+{% set win = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 {% set join_x = mem.join and ("tm_x." ~ mem.join) or none %}
-WITH tm_base AS (
-  SELECT {{ msg.conv }} AS conv, CAST({{ msg.id }} AS {{ int }}) AS pos, {{ msg.sender }} AS sender,
-         CAST({{ ctr.column }} AS {{ int }}) AS stored,
-         CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS is_countable,
-         CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS is_legacy
-  FROM {{ msg.table }} tm_r
-  WHERE 1 = 1{{ m.range("tm_r." ~ msg.conv, range) }}
+WITH tm_x AS (
+  SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
+         CAST(COALESCE(tm_w.last_read_id, 0) AS {{ int }}) AS wm
+  FROM (SELECT tm_x.{{ mem.conv }} AS conv, tm_x.{{ mem.user }} AS usr,
+               CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active,
+               CAST({% if join_x %}{{ join_x }}{% else %}NULL{% endif %} AS {{ int }}) AS join_pos
+        FROM {{ mem.table }} tm_x
+        WHERE 1 = 1{{ m.range("tm_x." ~ mem.conv, range2) }}) tm_y
+  LEFT JOIN {{ wm }} tm_w ON tm_w.user_id = tm_y.usr AND tm_w.conversation_id = tm_y.conv
 ),
-tm_rows AS {{ materialized }} (
-  SELECT tm_b.conv, tm_b.pos, tm_b.sender, tm_b.stored, tm_b.is_countable, tm_b.is_legacy,
-         CASE WHEN tm_b.is_countable = 1 THEN
-           {{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_b.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_b.sender", dialect) ~ " AND " ~ m.pred(mem.active) ~ (join_x and (" AND (" ~ join_x ~ " IS NULL OR " ~ join_x ~ " < tm_b.pos)") or "") ~ " AND " ~ wm_of_x ~ " < tm_b.pos", cap, dialect) }}
-         ELSE 0 END AS recomputed
-  FROM tm_base tm_b
+tm_s1 AS (
+  SELECT tm_b.conv AS conv, tm_b.pos AS pos, 0 AS kind, tm_b.sender AS sender,
+         0 AS r, 0 AS o1, 0 AS o2, 0 AS t,
+         tm_b.stored AS stored, tm_b.is_countable AS is_countable, tm_b.is_legacy AS is_legacy
+  FROM (SELECT tm_r.{{ msg.conv }} AS conv, CAST(tm_r.{{ msg.id }} AS {{ int }}) AS pos, tm_r.{{ msg.sender }} AS sender,
+               CAST(tm_r.{{ ctr.column }} AS {{ int }}) AS stored,
+               CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS is_countable,
+               CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS is_legacy
+        FROM {{ msg.table }} tm_r
+        WHERE 1 = 1{{ m.range("tm_r." ~ msg.conv, range) }}) tm_b
+  UNION ALL
+  SELECT tm_x.conv, tm_x.wm, 1, tm_x.usr,
+         0, CASE WHEN tm_x.is_active = 0 OR tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0, 1,
+         NULL, NULL, NULL
+  FROM tm_x
+  UNION ALL
+  SELECT tm_x.conv,
+         CASE WHEN tm_x.join_pos IS NOT NULL AND tm_x.join_pos > tm_x.wm THEN tm_x.join_pos ELSE tm_x.wm END,
+         1, tm_x.usr,
+         tm_x.is_active, 0, CASE WHEN tm_x.is_active = 1 AND tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0,
+         NULL, NULL, NULL
+  FROM tm_x
+),
+tm_w1 AS (
+  SELECT tm_s.conv, tm_s.pos, tm_s.kind, tm_s.sender, tm_s.stored, tm_s.is_countable, tm_s.is_legacy,
+         SUM(tm_s.r) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.r) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS r,
+         SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }})
+           - SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv {{ win }}) + SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS orphans,
+         SUM(tm_s.t) OVER (PARTITION BY tm_s.conv) - SUM(tm_s.t) OVER (PARTITION BY tm_s.conv, tm_s.sender) AS total
+  FROM tm_s1 tm_s
+),
+tm_d AS (
+  SELECT tm_v.conv, tm_v.pos, tm_v.sender, tm_v.stored, tm_v.recomputed, tm_v.orphans, tm_v.excluded_after,
+         tm_v.total
+  FROM (SELECT tm_w.conv AS conv, tm_w.pos AS pos, tm_w.sender AS sender, tm_w.stored AS stored,
+               CASE WHEN tm_w.is_countable = 1 THEN tm_w.r ELSE 0 END AS recomputed,
+               tm_w.orphans AS orphans,
+               CASE WHEN tm_w.is_countable = 0 AND tm_w.is_legacy = 1 THEN tm_w.r ELSE 0 END AS excluded_after,
+               tm_w.total AS total
+        FROM tm_w1 tm_w
+        WHERE tm_w.kind = 0) tm_v
+  WHERE tm_v.stored IS NULL
+     OR {{ m.clamp("tm_v.stored", cap) }} <> {{ m.clamp("tm_v.recomputed", cap) }}
 )
+{% if count_only %}
+SELECT COUNT(*) AS n FROM tm_d
+{% else %}
 SELECT tm_r.conv AS conv, tm_r.pos AS pos, tm_r.stored AS stored,
-       CAST(tm_r.recomputed AS {{ int }}) AS recomputed,
-       CAST({{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_r.sender", dialect) ~ " AND (NOT COALESCE(" ~ m.pred(mem.active) ~ ", FALSE)" ~ (join_x and (" OR " ~ join_x ~ " >= tm_r.pos") or "") ~ ") AND " ~ wm_of_x ~ " < tm_r.pos", cap, dialect) }} AS {{ int }}) AS orphans,
+       CAST({{ m.clamp("tm_r.recomputed", cap) }} AS {{ int }}) AS recomputed,
+       CAST({{ m.clamp("tm_r.orphans", cap) }} AS {{ int }}) AS orphans,
        CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ mem.table }} tm_x WHERE tm_x.{{ mem.conv }} = tm_r.conv AND tm_x.{{ mem.user }} = tm_r.sender AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
-       CAST(CASE WHEN tm_r.is_countable = 0 AND tm_r.is_legacy = 1 THEN
-         {{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_r.sender", dialect) ~ " AND " ~ m.pred(mem.active) ~ (join_x and (" AND (" ~ join_x ~ " IS NULL OR " ~ join_x ~ " < tm_r.pos)") or "") ~ " AND " ~ wm_of_x ~ " < tm_r.pos", cap, dialect) }}
-       ELSE 0 END AS {{ int }}) AS excluded_after,
-       CAST({{ m.count("FROM " ~ mem.table ~ " tm_x WHERE tm_x." ~ mem.conv ~ " = tm_r.conv AND " ~ m.distinct("tm_x." ~ mem.user, "tm_r.sender", dialect) ~ "", cap, dialect) }} AS {{ int }}) AS total_countable
-FROM tm_rows tm_r
-WHERE tm_r.stored IS NULL
-   OR {{ m.clamp("tm_r.stored", cap) }} <> {{ m.clamp("tm_r.recomputed", cap) }}
+       CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
+       CAST({{ m.clamp("tm_r.total", cap) }} AS {{ int }}) AS total_countable
+FROM tm_d tm_r
 ORDER BY tm_r.conv, tm_r.pos
+{% endif %}

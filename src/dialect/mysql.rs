@@ -355,6 +355,12 @@ impl SqlDialect for Mysql {
 
     // ---- stage SQL spellings ----
     // (values the audit and backfill templates need)
+
+    fn audit_session(&self) -> &'static [&'static str] {
+        // MariaDB (>= 10.3, in an executable comment MySQL skips) may otherwise compute the
+        // per-conversation lowest threshold as a LATERAL DERIVED table once per message.
+        &["SET @tidemark_audit = 1 /*M!100300 , SESSION optimizer_switch = 'split_materialized=off' */"]
+    }
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

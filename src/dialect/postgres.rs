@@ -262,6 +262,10 @@ impl SqlDialect for Postgres {
 
     // ---- stage SQL spellings ----
     // (values the audit and backfill templates need)
+
+    fn audit_session(&self) -> &'static [&'static str] {
+        &[]
+    }
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

@@ -284,6 +284,10 @@ impl SqlDialect for Sqlite {
 
     // ---- stage SQL spellings ----
     // (values the audit and backfill templates need)
+
+    fn audit_session(&self) -> &'static [&'static str] {
+        &["PRAGMA temp_store = MEMORY"]
+    }
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

@@ -211,6 +211,9 @@ pub async fn run(
         crate::report::check_destination(m)?;
     }
     crate::lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
+    for setting in dialect.audit_session() {
+        sqlx::query(setting).execute(&mut *conn).await?;
+    }
     schema::preflight(conn, mapping, dialect).await?;
     if !schema::table_exists(conn, dialect, &mapping.watermarks.table).await? {
         return Err(input_error(format!(
@@ -660,10 +663,6 @@ async fn audit_batches(
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
     };
-    let template = match shape {
-        Shape::PerMember => "audit_per_member.sql",
-        Shape::PerMessage => "audit_per_message.sql",
-    };
     let total = {
         let sql = render(
             "audit_count.sql",
@@ -697,11 +696,7 @@ async fn audit_batches(
                 ctx,
                 minijinja::context! { range => range },
             )?;
-            let sql = render(
-                template,
-                ctx,
-                minijinja::context! { range => range, cap => opts.cap },
-            )?;
+            let sql = batch_statement(ctx, &batch, opts.cap, false)?;
             begin_snapshot(conn, ctx.dialect).await?;
             let read: Result<_> = async {
                 let checked: i64 = batch
@@ -709,8 +704,8 @@ async fn audit_batches(
                     .fetch_one(&mut *conn)
                     .await?
                     .try_get(0)?;
-                let rows = batch
-                    .bind(sqlx::query(&sql))
+                // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
+                let rows = bind_batch(&batch, shape, false, sqlx::query(&sql).persistent(false))
                     .fetch_all(&mut *conn)
                     .await
                     .context("running the audit statement")?;
@@ -895,10 +890,13 @@ pub fn statements(
         hi: Some(dialect.placeholder(2)),
         ..Default::default()
     };
-    let template = match mapping.counter.shape {
-        Shape::PerMember => "audit_per_member.sql",
-        Shape::PerMessage => "audit_per_message.sql",
-    };
+    let copies = ranges(mapping.counter.shape, false, |n| {
+        crate::dialect::RangeParams {
+            lo: Some(dialect.placeholder(2 * n + 1)),
+            hi: Some(dialect.placeholder(2 * n + 2)),
+            ..Default::default()
+        }
+    });
     Ok(vec![
         (
             "rows checked, in a REPEATABLE READ snapshot",
@@ -911,10 +909,77 @@ pub fn statements(
         (
             "the drifting rows with what classifies them, same snapshot",
             render(
-                template,
+                template(mapping.counter.shape),
                 &ctx,
-                minijinja::context! { range => range, cap => cap },
+                minijinja::context! { cap => cap, count_only => false, ..copies },
             )?,
         ),
     ])
+}
+
+/// The audit template of a shape.
+fn template(shape: Shape) -> &'static str {
+    match shape {
+        Shape::PerMember => "audit_per_member.sql",
+        Shape::PerMessage => "audit_per_message.sql",
+    }
+}
+
+/// How many times the audit statement of `shape` filters by the batch's range (the counter
+/// rows, then the messages twice; or the messages, then the members): see the templates'
+/// headers. The batch's keys are bound that many times in a row ([`bind_batch`]).
+fn range_copies(shape: Shape, count_only: bool) -> usize {
+    match (shape, count_only) {
+        (Shape::PerMember, false) => 3,
+        (Shape::PerMember, true) | (Shape::PerMessage, _) => 2,
+    }
+}
+
+/// The template variables `range`, `range2`, `range3` (those the shape uses), copy `n`
+/// (0-based) made by `params`.
+fn ranges(
+    shape: Shape,
+    count_only: bool,
+    params: impl Fn(usize) -> crate::dialect::RangeParams,
+) -> minijinja::Value {
+    let names = ["range", "range2", "range3"];
+    minijinja::Value::from_iter(
+        (0..range_copies(shape, count_only))
+            .map(|n| (names[n], minijinja::Value::from_serialize(params(n))))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
+/// The one-pass audit statement of one batch (its drifting rows with their facts; with
+/// `count_only`, only their number), capped at `cap`. Bind it with [`bind_batch`].
+///
+/// Errors: a template that fails to render (a bug, exit 3).
+pub(crate) fn batch_statement(
+    ctx: &SqlContext,
+    batch: &super::Batch,
+    cap: Option<i64>,
+    count_only: bool,
+) -> Result<String> {
+    let n = batch.param_count();
+    let copies = ranges(ctx.shape, count_only, |i| {
+        batch.params(ctx.dialect, 1 + i * n)
+    });
+    render(
+        template(ctx.shape),
+        ctx,
+        minijinja::context! { cap => cap, count_only => count_only, ..copies },
+    )
+}
+
+/// Binds the batch's keys for [`batch_statement`]: once per range copy.
+pub(crate) fn bind_batch<'q>(
+    batch: &super::Batch,
+    shape: Shape,
+    count_only: bool,
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for _ in 0..range_copies(shape, count_only) {
+        q = batch.bind(q);
+    }
+    q
 }

@@ -1,0 +1,100 @@
+//! The bench's figures and the table it prints: one per backend (issue 11).
+
+use serde_json::Value;
+
+/// KiB as MiB.
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// What one workload on one backend measured.
+#[derive(Default)]
+pub struct Figures {
+    // Which run, what it held, each phase's result line, the check against the injected drift.
+    pub backend: &'static str,
+    pub workload: &'static str,
+    pub ref_backfill: Option<f64>,
+    pub ref_audit: Option<f64>,
+    pub members: u64,
+    pub messages: u64,
+    pub counter_rows: u64,
+    pub generate: Option<Value>,
+    pub backfill: Option<Value>,
+    pub audit: Option<Value>,
+    pub audit_cap: Option<Value>,
+    pub check: String,
+    pub cap_note: String,
+    pub error: Option<String>,
+}
+
+/// A phase's measured seconds.
+pub fn secs(v: &Option<Value>) -> Option<f64> {
+    v.as_ref()?.get("secs")?.as_f64()
+}
+
+/// A phase's peak RSS (VmHWM), MiB.
+pub fn peak_mib(v: &Option<Value>) -> Option<f64> {
+    Some(mib(v.as_ref()?.get("hwm_kib")?.as_u64()?))
+}
+
+/// A count the phase reported under `key`.
+pub fn count(v: &Option<Value>, key: &str) -> Option<u64> {
+    v.as_ref()?.get(key)?.as_u64()
+}
+
+/// One table per backend: for each workload and job, tidemark's time, the reference's, their
+/// ratio, rows per second and tidemark's peak RSS.
+pub fn print_table(rows: &[Figures]) {
+    let opt = |v: Option<f64>, prec: usize| match v {
+        Some(x) => format!("{x:.prec$}"),
+        None => "-".to_string(),
+    };
+    let rate = |n: Option<u64>, s: Option<f64>| match (n, s) {
+        (Some(n), Some(s)) if s > 0.0 => format!("{:.0}", n as f64 / s),
+        _ => "-".to_string(),
+    };
+    let mut backends: Vec<&str> = rows.iter().map(|f| f.backend).collect();
+    backends.dedup();
+    for backend in backends {
+        println!();
+        println!("### {backend}");
+        println!();
+        println!(
+            "| workload | job | tidemark s | reference s | tidemark / reference | rows/s | peak MiB | drifting | check |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---|");
+        for f in rows.iter().filter(|f| f.backend == backend) {
+            let workload = format!(
+                "{} ({} members, {} messages)",
+                f.workload, f.members, f.messages
+            );
+            let jobs: [(&str, &Option<Value>, Option<f64>, &str); 3] = [
+                ("backfill", &f.backfill, f.ref_backfill, "members"),
+                ("audit", &f.audit, f.ref_audit, "rows_checked"),
+                ("audit --cap 99", &f.audit_cap, None, "rows_checked"),
+            ];
+            for (job, v, reference, unit) in jobs {
+                let t = secs(v);
+                let ratio = match (t, reference) {
+                    (Some(t), Some(r)) if r > 0.0 => format!("{:.2}×", t / r),
+                    _ => "-".to_string(),
+                };
+                println!(
+                    "| {workload} | {job} | {} | {} | {ratio} | {} | {} | {} | {} |",
+                    opt(t, 2),
+                    opt(reference, 2),
+                    rate(count(v, unit), t),
+                    opt(peak_mib(v), 1),
+                    count(v, "drifting_rows")
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    match &f.error {
+                        Some(e) => format!("ERROR: {e}"),
+                        None if job == "audit" => f.check.clone(),
+                        None => String::new(),
+                    }
+                );
+            }
+        }
+    }
+}
