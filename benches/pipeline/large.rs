@@ -47,7 +47,7 @@ pub fn generate_sql(backend: Backend, scale: f64) -> Vec<String> {
             &format!("CAST({n} AS {})", text_type(backend)),
         )
     };
-    let mut out = tidemark::scenario::schema_sql();
+    let mut out = tidemark::legacy_schema::schema_sql();
     out.push("CREATE TABLE tm_digits (d BIGINT NOT NULL)".into());
     out.push(
         "INSERT INTO tm_digits (d) VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)".into(),
