@@ -146,15 +146,17 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
     for cap in [None, Some(99)] {
         for full in [false, true] {
             for unit in ["subjects", "counters", "messages"] {
-                for side in ["source", "archive"] {
+                for (side, count_only) in [("source", false), ("archive", true)] {
                     let what = format!(
-                        "cap {cap:?}, {} range, unit {unit}, side {side}",
+                        "cap {cap:?}, {} range, unit {unit}, side {side}, count_only {count_only}",
                         if full { "full" } else { "empty" }
                     );
                     let value = minijinja::context! {
                         cap => cap,
                         range => range(dialect, 1, full),
                         range2 => range(dialect, 5, full),
+                        range3 => range(dialect, 9, full),
+                        count_only => count_only,
                         unit => unit,
                         limit => 1000,
                         rows => 2,
