@@ -46,6 +46,23 @@ impl Cluster {
             .await
             .unwrap();
         let _ = admin.close().await;
+        // DDL is applied on the other nodes after it returns on the first: wait until each
+        // node has applied everything certified so far (`wsrep_sync_wait`) and sees it.
+        for a in &admins {
+            let mut node = crate::common::connect(a).await;
+            node.execute("SET SESSION wsrep_sync_wait = 1")
+                .await
+                .unwrap();
+            let seen: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            )
+            .bind(&name)
+            .fetch_one(&mut node)
+            .await
+            .unwrap();
+            assert_eq!(seen, 1, "database {name} not visible on {a}");
+            let _ = node.close().await;
+        }
         let urls = admins
             .iter()
             .map(|a| {
