@@ -16,12 +16,7 @@ use crate::dialect::Dialect;
 ///
 /// Errors: a SQLite admin DSN (SQLite has no databases to create on a server).
 pub fn drop_database_sql(admin: &Dsn, name: &str) -> Result<String> {
-    let quoted = server_quoted(admin, name)?;
-    Ok(if admin.dialect == Dialect::Postgres {
-        format!("DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
-    } else {
-        format!("DROP DATABASE IF EXISTS {quoted}")
-    })
+    server_sql(admin, name, |d, q| d.drop_database_sql(q))
 }
 
 /// `CREATE DATABASE <name>` for the admin connection's engine; MySQL/MariaDB databases are
@@ -29,20 +24,20 @@ pub fn drop_database_sql(admin: &Dsn, name: &str) -> Result<String> {
 ///
 /// Errors: a SQLite admin DSN.
 pub fn create_database_sql(admin: &Dsn, name: &str) -> Result<String> {
-    let quoted = server_quoted(admin, name)?;
-    Ok(if admin.dialect == Dialect::Postgres {
-        format!("CREATE DATABASE {quoted}")
-    } else {
-        format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4")
-    })
+    server_sql(admin, name, |d, q| d.create_database_sql(q))
 }
 
-/// `name` quoted for the admin DSN's server engine.
-fn server_quoted(admin: &Dsn, name: &str) -> Result<String> {
-    if admin.dialect == Dialect::Sqlite {
-        bail!("{admin}: SQLite has no server databases to create or drop");
+/// The statement `make` spells for the admin DSN's engine with `name` quoted.
+fn server_sql(
+    admin: &Dsn,
+    name: &str,
+    make: impl Fn(&dyn crate::dialect::SqlDialect, &str) -> Option<String>,
+) -> Result<String> {
+    let quoted = admin.dialect.quote_part(name);
+    match make(admin.dialect.sql(), &quoted) {
+        Some(sql) => Ok(sql),
+        None => bail!("{admin}: SQLite has no server databases to create or drop"),
     }
-    Ok(admin.dialect.quote_part(name))
 }
 
 /// Drops `name` if it exists, then creates it afresh, on the admin connection `conn` (opened
@@ -103,4 +98,28 @@ mod tests {
         let lite = Dsn::parse("sqlite:x.db").unwrap();
         assert!(create_database_sql(&lite, "tm_x").is_err());
     }
+}
+
+/// The admin URL of the test or benchmark server for `dialect` (None for SQLite, which needs
+/// none): `TIDEMARK_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`) or
+/// `TIDEMARK_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`); an empty variable
+/// counts as unset.
+pub fn admin_url(dialect: Dialect) -> Option<String> {
+    let (var, default) = match dialect.name() {
+        "postgres" => (
+            "TIDEMARK_TEST_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        ),
+        "mysql" => (
+            "TIDEMARK_TEST_MYSQL_URL",
+            "mysql://root@127.0.0.1:3306/test",
+        ),
+        _ => return None,
+    };
+    Some(
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| default.to_string()),
+    )
 }

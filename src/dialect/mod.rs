@@ -377,6 +377,22 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// for `inspect`'s warning about a counter or position that is not an integer.
     fn inspect_integer_fix(&self, table: &str, column: &str) -> String;
     // ---- end inspect ----
+
+    // ---- test support ----
+    // (scratch databases for the tests and the benchmark: src/db/testing.rs)
+
+    /// `DROP DATABASE IF EXISTS` for an already quoted name, or None for an engine without
+    /// server databases (SQLite).
+    fn drop_database_sql(&self, _quoted: &str) -> Option<String> {
+        None
+    }
+
+    /// `CREATE DATABASE` for an already quoted name, or None for an engine without server
+    /// databases (SQLite).
+    fn create_database_sql(&self, _quoted: &str) -> Option<String> {
+        None
+    }
+    // ---- end test support ----
 }
 
 impl dyn SqlDialect {

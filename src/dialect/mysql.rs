@@ -412,6 +412,17 @@ impl SqlDialect for Mysql {
         format!("ALTER TABLE {table} MODIFY COLUMN {column} BIGINT;  -- keep its NULL / NOT NULL")
     }
     // ---- end inspect ----
+
+    // ---- test support ----
+    fn drop_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("DROP DATABASE IF EXISTS {quoted}"))
+    }
+
+    /// `CHARACTER SET utf8mb4`: the server default may be `latin1`.
+    fn create_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"))
+    }
+    // ---- end test support ----
 }
 
 /// Splits `schema.table` (unquoted) into its schema, if any, and the table's name.

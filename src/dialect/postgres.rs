@@ -329,6 +329,17 @@ impl SqlDialect for Postgres {
         )
     }
     // ---- end inspect ----
+
+    // ---- test support ----
+    /// `WITH (FORCE)` (PostgreSQL 13 and later) drops it even while connections remain open.
+    fn drop_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"))
+    }
+
+    fn create_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("CREATE DATABASE {quoted}"))
+    }
+    // ---- end test support ----
 }
 
 #[cfg(test)]

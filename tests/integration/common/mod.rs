@@ -66,23 +66,11 @@ impl Backend {
 
     /// The admin URL of the server (None for SQLite).
     pub fn admin_url(self) -> Option<String> {
-        let (var, default) = match self {
-            Backend::Sqlite => return None,
-            Backend::Postgres => (
-                "TIDEMARK_TEST_POSTGRES_URL",
-                "postgres://postgres@127.0.0.1:5432/test",
-            ),
-            Backend::Mysql => (
-                "TIDEMARK_TEST_MYSQL_URL",
-                "mysql://root@127.0.0.1:3306/test",
-            ),
-        };
-        Some(
-            std::env::var(var)
-                .ok()
-                .filter(|v| !v.trim().is_empty())
-                .unwrap_or_else(|| default.to_string()),
-        )
+        tidemark::db::testing::admin_url(match self {
+            Backend::Sqlite => tidemark::dialect::Dialect::Sqlite,
+            Backend::Postgres => tidemark::dialect::Dialect::Postgres,
+            Backend::Mysql => tidemark::dialect::Dialect::Mysql,
+        })
     }
 }
 
