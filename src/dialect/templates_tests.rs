@@ -155,6 +155,8 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         cap => cap,
                         range => range(dialect, 1, full),
                         range2 => range(dialect, 5, full),
+                        range3 => range(dialect, 9, full),
+                        count_only => false,
                         unit => unit,
                         limit => 1000,
                         rows => 2,

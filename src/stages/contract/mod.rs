@@ -24,12 +24,14 @@
 //! run) in place; a second run after a successful one finds nothing left to drop.
 
 mod archive;
+mod dependents;
 mod execute;
 mod plan;
 mod sqlite_rebuild;
 mod state;
 
 pub use archive::{ArchiveSummary, Checksum};
+pub use dependents::{dependents, Dependent};
 pub use execute::FinalAudit;
 pub use plan::{instant_drop_supported, plan, Plan, Step};
 pub use sqlite_rebuild::{split_create_table, CreateTableParts};
@@ -352,6 +354,9 @@ pub async fn run(
         &opts.gate,
         &statements,
     );
+    // Objects that depend on the column, found before any DDL (issue 13, row 5).
+    let found = dependents(conn, &ctx, &target.table, &target.column).await?;
+    dependents::apply(&mut verdict, &mut notes, &found, &target.column);
     let forced = |open: bool| -> Option<String> {
         if !open && opts.force {
             opts.reason.clone()
