@@ -15,9 +15,9 @@ use crate::ledger::text;
 /// `execute`: the plan is to be run (a view that uses the column refuses it then; in a dry
 /// run the gate names it, see `dependents.rs`).
 ///
-/// Errors (exit 2): a trigger (or, with `execute`, a view) that still uses the column (or the
-/// table, with `--drop-table`), a counter column that is part of the primary key or that another column's
-/// definition uses.
+/// Errors (exit 2): a trigger (or, with `execute` or `--drop-table`, a view) that still uses
+/// the column (or the table, with `--drop-table`), a counter column that is part of the
+/// primary key or that another column's definition uses.
 pub async fn plan(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
