@@ -71,6 +71,30 @@ async fn run(conn: &mut AnyConnection, admin: &Dsn, sql: &str) -> Result<()> {
         .with_context(|| format!("{admin}: {sql}"))
 }
 
+/// The admin URL of the test or benchmark server for `dialect` (None for SQLite, which needs
+/// none): `TIDEMARK_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`) or
+/// `TIDEMARK_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`); an empty variable
+/// counts as unset.
+pub fn admin_url(dialect: Dialect) -> Option<String> {
+    let (var, default) = match dialect.name() {
+        "postgres" => (
+            "TIDEMARK_TEST_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        ),
+        "mysql" => (
+            "TIDEMARK_TEST_MYSQL_URL",
+            "mysql://root@127.0.0.1:3306/test",
+        ),
+        _ => return None,
+    };
+    Some(
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| default.to_string()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,28 +122,4 @@ mod tests {
         let lite = Dsn::parse("sqlite:x.db").unwrap();
         assert!(create_database_sql(&lite, "tm_x").is_err());
     }
-}
-
-/// The admin URL of the test or benchmark server for `dialect` (None for SQLite, which needs
-/// none): `TIDEMARK_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`) or
-/// `TIDEMARK_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`); an empty variable
-/// counts as unset.
-pub fn admin_url(dialect: Dialect) -> Option<String> {
-    let (var, default) = match dialect.name() {
-        "postgres" => (
-            "TIDEMARK_TEST_POSTGRES_URL",
-            "postgres://postgres@127.0.0.1:5432/test",
-        ),
-        "mysql" => (
-            "TIDEMARK_TEST_MYSQL_URL",
-            "mysql://root@127.0.0.1:3306/test",
-        ),
-        _ => return None,
-    };
-    Some(
-        std::env::var(var)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .unwrap_or_else(|| default.to_string()),
-    )
 }

@@ -8,8 +8,13 @@ use sqlx::Row;
 /// Reads a text column that may be NULL. MySQL/MariaDB send TEXT columns with the BLOB wire
 /// type, which sqlx's Any driver decodes only as bytes: those are taken as UTF-8.
 ///
+/// `idx` is a column position or a column name (the alias the query gives it).
+///
 /// Errors: column `idx` does not exist or is neither text nor bytes.
-pub fn text(row: &AnyRow, idx: usize) -> Result<Option<String>> {
+pub fn text<I>(row: &AnyRow, idx: I) -> Result<Option<String>>
+where
+    I: sqlx::ColumnIndex<AnyRow> + Copy,
+{
     match row.try_get::<Option<String>, _>(idx) {
         Ok(v) => Ok(v),
         Err(_) => Ok(row

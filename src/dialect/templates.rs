@@ -92,6 +92,18 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/sqlite/contract_columns.sql"),
     ),
     (
+        "postgres/contract_dependents.sql",
+        include_str!("../../sql/postgres/contract_dependents.sql"),
+    ),
+    (
+        "mysql/contract_dependents.sql",
+        include_str!("../../sql/mysql/contract_dependents.sql"),
+    ),
+    (
+        "sqlite/contract_dependents.sql",
+        include_str!("../../sql/sqlite/contract_dependents.sql"),
+    ),
+    (
         "postgres/contract_statements.sql",
         include_str!("../../sql/postgres/contract_statements.sql"),
     ),

@@ -129,6 +129,17 @@ pub enum Reason {
         /// What cannot be read.
         why: String,
     },
+    /// An object depends on the counter column and would make the drop fail, or be left
+    /// broken by it (a view, a rule, a trigger, another table's foreign key): found in the
+    /// catalog before any DDL (issue 13, row 5).
+    DependentObject {
+        /// What it is (`view`, `trigger`, `foreign key`…).
+        object: String,
+        /// Its name (`public.unread_totals`).
+        name: String,
+        /// The counter column.
+        column: String,
+    },
     /// `--execute`: the final audit inside the gate did not pass.
     FinalAuditFailed {
         /// The final audit's ledger id.
@@ -186,6 +197,14 @@ impl std::fmt::Display for Reason {
             Reason::EvidenceUnreadable { id, why } => write!(
                 f,
                 "audit #{id}: its evidence in the ledger cannot be read ({why}): the gate does not open on it"
+            ),
+            Reason::DependentObject {
+                object,
+                name,
+                column,
+            } => write!(
+                f,
+                "{object} {name} depends on {column}: drop or change it first"
             ),
             Reason::FinalAuditFailed { id, crossed } => {
                 write!(f, "the final audit")?;

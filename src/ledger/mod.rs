@@ -107,7 +107,7 @@ pub async fn start(
 }
 
 /// Records the end of a run: status, summary, pass/fail and the report.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // one value per column of the row it updates (id, status, summary, passed, report path and hash)
 pub async fn finish(
     conn: &mut AnyConnection,
     dialect: Dialect,

@@ -25,8 +25,12 @@ pub enum Key {
 }
 
 impl Key {
-    /// Reads column `idx` of a row as a key of `kind`.
-    pub fn read(row: &AnyRow, idx: usize, kind: KeyKind) -> Result<Key> {
+    /// Reads column `idx` (a position, or a name: the column's alias) of a row as a key of
+    /// `kind`.
+    pub fn read<I>(row: &AnyRow, idx: I, kind: KeyKind) -> Result<Key>
+    where
+        I: sqlx::ColumnIndex<AnyRow> + Copy,
+    {
         Ok(match kind {
             KeyKind::Integer => Key::Int(row.try_get::<i64, _>(idx)?),
             KeyKind::Text => Key::Text(text(row, idx)?.unwrap_or_default()),
@@ -216,13 +220,13 @@ pub async fn next_batch(
     let mut hi = None;
     let mut total = 0u64;
     for row in &rows {
-        let n: i64 = row.try_get(1)?;
+        let n: i64 = row.try_get("n")?;
         let n = n.max(0) as u64;
         if hi.is_some() && total + n > batch_size {
             break;
         }
         total += n;
-        hi = Some(Key::read(row, 0, conv_kind)?);
+        hi = Some(Key::read(row, "conv", conv_kind)?);
     }
     Ok(hi.map(|hi| Batch {
         lo,

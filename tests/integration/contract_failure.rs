@@ -1,7 +1,9 @@
 //! `contract --execute` that fails at the DDL (issue 9: the stage returns a typed outcome the
 //! CLI renders; issue 13, row 5): a PostgreSQL view that depends on the counter column makes
-//! the DROP fail. The verdict, the final audit and the archive are still printed, with the
-//! database's DETAIL naming the view; the exit code is 3, and the column and the archive stay.
+//! the DROP fail. The gate names the view and is closed (see `contract_dependents.rs`); forced
+//! past it with `--force --reason`, the DROP fails, and the verdict, the final audit and the
+//! archive are still printed, with the database's DETAIL naming the view; the exit code is 3,
+//! and the column and the archive stay.
 
 use std::path::Path;
 use std::process::Command;
@@ -88,11 +90,23 @@ async fn a_failed_drop_still_shows_the_verdict_the_archive_and_the_detail() {
 
     let run = tidemark(
         dir.path(),
-        &["contract", "--database", url, "--execute", "--quiet"],
+        &[
+            "contract",
+            "--database",
+            url,
+            "--execute",
+            "--quiet",
+            "--force",
+            "--reason",
+            "testing a failed drop",
+        ],
     );
     expect(&run, 3);
     let out = &run.stdout;
-    assert!(out.contains("gate: OPEN"), "the verdict:\n{out}");
+    assert!(
+        out.contains("gate: CLOSED") && out.contains("unread_totals depends on unread_count"),
+        "the verdict names the view:\n{out}"
+    );
     assert!(out.contains("final audit #"), "the final audit:\n{out}");
     assert!(
         out.contains("archived") && out.contains("tidemark_counter_archive"),

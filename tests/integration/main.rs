@@ -29,6 +29,7 @@ mod backfill;
 mod cli;
 mod column_types;
 mod contract;
+mod contract_dependents;
 mod contract_failure;
 mod demo;
 mod galera;

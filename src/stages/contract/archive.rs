@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use sqlx::{AnyConnection, Column, Row};
+use sqlx::{AnyConnection, Row};
 use std::path::Path;
 
 use super::{Keys, Target};
@@ -184,16 +184,8 @@ pub(super) async fn write_csv(
             }
             for r in &page {
                 last = r.try_get("id")?;
-                let conv = Key::read(
-                    r,
-                    r.try_column("conversation_id")?.ordinal(),
-                    keys.conv_kind,
-                )?;
-                let subject = Key::read(
-                    r,
-                    r.try_column(keys.subject_col)?.ordinal(),
-                    keys.subject_kind,
-                )?;
+                let conv = Key::read(r, "conversation_id", keys.conv_kind)?;
+                let subject = Key::read(r, keys.subject_col, keys.subject_kind)?;
                 let value: Option<i64> = r.try_get("counter_value")?;
                 let audit: Option<i64> = r.try_get("audit_id")?;
                 rows += 1;

@@ -78,8 +78,7 @@ pub(super) async fn execute(
             None => PathBuf::from(DEFAULT_AUDIT_REPORT),
         }
     });
-    // `..Default::default()`: options the audit may gain later keep their defaults.
-    #[allow(clippy::needless_update)]
+    #[allow(clippy::needless_update)] // options the audit may gain later keep their defaults
     let audit_opts = audit::AuditOptions {
         cap: tolerance.cap,
         report: report.clone(),

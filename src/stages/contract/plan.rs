@@ -77,7 +77,8 @@ pub async fn plan(
 ) -> Result<Plan> {
     let d = ctx.dialect;
     if d.drop_column_by_rebuild() {
-        return super::sqlite_rebuild::plan(conn, ctx, target, opts.lock_timeout).await;
+        return super::sqlite_rebuild::plan(conn, ctx, target, opts.lock_timeout, opts.execute)
+            .await;
     }
     let table = d.quote(&target.table);
     let mut notes = Vec::new();

@@ -12,15 +12,18 @@ use crate::error::input_error;
 use crate::ledger::text;
 
 /// The SQLite plan for `target`, waiting at most `lock_timeout` for the database lock.
+/// `execute`: the plan is to be run (a view that uses the column refuses it then; in a dry
+/// run the gate names it, see `dependents.rs`).
 ///
-/// Errors (exit 2): a trigger or view that still uses the column (or the table, with
-/// `--drop-table`), a counter column that is part of the primary key or that another column's
-/// definition uses.
+/// Errors (exit 2): a trigger (or, with `execute` or `--drop-table`, a view) that still uses
+/// the column (or the table, with `--drop-table`), a counter column that is part of the
+/// primary key or that another column's definition uses.
 pub async fn plan(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     target: &Target,
     lock_timeout: Duration,
+    execute: bool,
 ) -> Result<Plan> {
     let d = ctx.dialect;
     let ms = lock_timeout.as_millis().max(1);
@@ -69,7 +72,7 @@ pub async fn plan(
         } else {
             mentions(&name) && mentions(column)
         };
-        if uses {
+        if uses && (kind == "trigger" || execute || target.drop_table) {
             return Err(input_error(format!(
                 "{kind} {obj:?} uses {}: change or drop it first (SQLite would leave it broken)",
                 if target.drop_table {

@@ -41,13 +41,16 @@ pub async fn verdict(
     let target = target_of(mapping, &ContractOptions::default());
     let statements = statement_use(conn, &ctx, &target.table, &target.column, mapping).await;
     let audits = read_audits(conn, dialect, &mapping.fingerprint).await?;
-    Ok(gate::decide(
+    let mut verdict = gate::decide(
         &audits,
         &mapping.fingerprint,
         now_ms(),
         gate_options,
         &statements,
-    ))
+    );
+    let found = super::dependents(conn, &ctx, &target.table, &target.column).await?;
+    super::dependents::apply(&mut verdict, &mut Vec::new(), &found, &target.column);
+    Ok(verdict)
 }
 
 /// The contract run that dropped this mapping's counter (column or table), if one did: for

@@ -1,0 +1,40 @@
+{#- contract: the objects that may depend on the counter column (params: schema or NULL for
+    the current one, table, column). One row per candidate: kind (text: view, trigger, index,
+    foreign key), name (text), blocks (BIGINT 1: DROP COLUMN fails because of it, or leaves it
+    broken: a view or a trigger that uses the column, a foreign key on it; 0: it goes with the
+    column, an index), definition (text: the view's or trigger's SQL, which the caller scans
+    for the table and the column, since MySQL/MariaDB record no column dependencies; NULL:
+    the catalog's answer is exact). -#}
+WITH tm_p AS (SELECT COALESCE(?, DATABASE()) AS s, ? AS t, ? AS c)
+SELECT CONVERT('view' USING utf8mb4) AS kind,
+       CONVERT(CONCAT(v.TABLE_SCHEMA, '.', v.TABLE_NAME) USING utf8mb4) AS name,
+       CAST(1 AS SIGNED) AS blocks,
+       CONVERT(v.VIEW_DEFINITION USING utf8mb4) AS definition
+FROM information_schema.VIEWS v JOIN tm_p
+WHERE v.VIEW_DEFINITION LIKE CONCAT('%', tm_p.c, '%')
+UNION ALL
+SELECT CONVERT('trigger' USING utf8mb4),
+       CONVERT(CONCAT(g.TRIGGER_SCHEMA, '.', g.TRIGGER_NAME) USING utf8mb4),
+       CAST(1 AS SIGNED),
+       CONVERT(CONCAT('ON `', g.EVENT_OBJECT_TABLE, '` ', g.ACTION_STATEMENT) USING utf8mb4)
+FROM information_schema.TRIGGERS g JOIN tm_p
+WHERE g.ACTION_STATEMENT LIKE CONCAT('%', tm_p.c, '%')
+UNION ALL
+SELECT CONVERT('index' USING utf8mb4),
+       CONVERT(CONCAT(x.INDEX_NAME, ' on ', x.TABLE_SCHEMA, '.', x.TABLE_NAME) USING utf8mb4),
+       CAST(0 AS SIGNED),
+       CONVERT(NULL USING utf8mb4)
+FROM information_schema.STATISTICS x JOIN tm_p
+WHERE x.TABLE_SCHEMA = tm_p.s AND x.TABLE_NAME = tm_p.t AND x.COLUMN_NAME = tm_p.c
+  AND x.INDEX_NAME <> 'PRIMARY'
+UNION ALL
+SELECT CONVERT('foreign key' USING utf8mb4),
+       CONVERT(CONCAT(f.CONSTRAINT_NAME, ' on ', f.TABLE_SCHEMA, '.', f.TABLE_NAME) USING utf8mb4),
+       CAST(1 AS SIGNED),
+       CONVERT(NULL USING utf8mb4)
+FROM information_schema.KEY_COLUMN_USAGE f JOIN tm_p
+WHERE f.REFERENCED_TABLE_NAME IS NOT NULL
+  AND ((f.TABLE_SCHEMA = tm_p.s AND f.TABLE_NAME = tm_p.t AND f.COLUMN_NAME = tm_p.c)
+    OR (f.REFERENCED_TABLE_SCHEMA = tm_p.s AND f.REFERENCED_TABLE_NAME = tm_p.t
+        AND f.REFERENCED_COLUMN_NAME = tm_p.c))
+ORDER BY 3 DESC, 1, 2

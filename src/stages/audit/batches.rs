@@ -1,0 +1,287 @@
+//! The audit's batch loop (one snapshot per batch of whole conversations, the drifting rows
+//! streamed into the report) and the statements it runs (`sql/common/audit_*.sql`), which
+//! `tidemark plan` prints and the backfill's change count reuses.
+
+use anyhow::{Context, Result};
+use sqlx::{AnyConnection, Row};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::rows::record_row;
+use super::{AuditOptions, AuditSummary};
+use crate::dialect::{render, Dialect, SqlContext};
+use crate::ledger;
+use crate::mapping::{Mapping, Shape};
+use crate::report::ReportWriter;
+use crate::schema::KeyKind;
+use crate::stages::{begin_snapshot, commit, next_batch, rollback, BatchUnit, Key};
+
+/// What every batch of one audit run shares: the SQL context, the shape, the options and the
+/// kinds of the two key columns (how keys are decoded from the rows).
+#[derive(Clone, Copy)]
+pub(super) struct BatchRun<'a> {
+    /// The mapping rendered for the dialect.
+    pub ctx: &'a SqlContext,
+    /// The counter's shape.
+    pub shape: Shape,
+    /// The run's options.
+    pub opts: &'a AuditOptions,
+    /// The user key's kind.
+    pub user_kind: KeyKind,
+    /// The conversation key's kind.
+    pub conv_kind: KeyKind,
+}
+
+/// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
+/// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
+/// the run stopped early (the rows so far are kept in the partial report beside it).
+///
+/// Errors: database or I/O failure (the report is abandoned: nothing under the final name).
+pub(super) async fn audit_batches(
+    conn: &mut AnyConnection,
+    run: &BatchRun<'_>,
+    mut lo: Option<Key>,
+    summary: &mut AuditSummary,
+) -> Result<Option<String>> {
+    let BatchRun {
+        ctx,
+        shape,
+        opts,
+        conv_kind,
+        ..
+    } = *run;
+    let started = Instant::now();
+    let partial = partial_path(&opts.report);
+    let mut report = ReportWriter::create(&opts.report, shape)?;
+    if lo.is_some() {
+        // Rows of the earlier parts come first.
+        if let Err(e) = report.append_rows_from(&partial) {
+            report.abandon();
+            return Err(e);
+        }
+    }
+    let unit = match shape {
+        Shape::PerMember => BatchUnit::Counters,
+        Shape::PerMessage => BatchUnit::Messages,
+    };
+    let total = {
+        let sql = render(
+            "audit_count.sql",
+            ctx,
+            minijinja::context! { range => crate::stages::scope_params(ctx.dialect, &opts.scope) },
+        )?;
+        let n: i64 = crate::stages::bind_scope(&opts.scope, sqlx::query(&sql))
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get("n")?;
+        n.max(0) as u64
+    };
+    let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
+    progress.advance(summary.rows_checked);
+    let mut stopped = false;
+    let result: Result<()> = async {
+        while let Some(batch) = next_batch(
+            conn,
+            ctx,
+            unit,
+            conv_kind,
+            lo.clone(),
+            opts.batch_size,
+            &opts.scope,
+        )
+        .await?
+        {
+            let range = batch.params(ctx.dialect, 1);
+            let count_sql = render(
+                "audit_count.sql",
+                ctx,
+                minijinja::context! { range => range },
+            )?;
+            let sql = batch_statement(ctx, &batch, opts.cap, false)?;
+            begin_snapshot(conn, ctx.dialect).await?;
+            let read: Result<_> = async {
+                let checked: i64 = batch
+                    .bind(sqlx::query(&count_sql))
+                    .fetch_one(&mut *conn)
+                    .await?
+                    .try_get("n")?;
+                // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
+                let rows = bind_batch(&batch, shape, false, sqlx::query(&sql).persistent(false))
+                    .fetch_all(&mut *conn)
+                    .await
+                    .context("running the audit statement")?;
+                Ok((checked, rows))
+            }
+            .await;
+            let (checked, rows) = match read {
+                Ok(v) => {
+                    commit(conn).await?;
+                    v
+                }
+                Err(e) => {
+                    rollback(conn).await;
+                    return Err(e);
+                }
+            };
+            summary.rows_checked += checked.max(0) as u64;
+            let mut drifting = Vec::new();
+            for row in &rows {
+                if let Some(d) = record_row(row, run, summary, &mut report)? {
+                    drifting.push(d);
+                }
+            }
+            if opts.store_rows && !drifting.is_empty() {
+                if let Some(id) = summary.ledger_id {
+                    ledger::store_rows(conn, ctx.dialect, id, &drifting).await?;
+                }
+            }
+            summary.batches += 1;
+            progress.advance(checked.max(0) as u64);
+            lo = Some(batch.hi);
+            if opts
+                .run_time
+                .is_some_and(|limit| started.elapsed() >= limit)
+            {
+                // Out of time: incomplete only if a batch is left.
+                stopped = next_batch(conn, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
+                    .await?
+                    .is_some();
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    progress.finish();
+    if let Err(e) = result {
+        report.abandon();
+        return Err(e);
+    }
+    if stopped {
+        // Keep what this part covered for the next one; the final name stays untouched.
+        summary.complete = false;
+        summary.checkpoint = lo;
+        report.finish_as(&partial)?;
+        return Ok(None);
+    }
+    summary.complete = true;
+    summary.checkpoint = None;
+    let sha = report.finish()?;
+    let _ = std::fs::remove_file(&partial);
+    Ok(Some(sha))
+}
+
+/// The statements one audit batch runs, rendered for this mapping and dialect with the batch's
+/// range as placeholders (lo, hi): what `tidemark plan` prints.
+pub fn statements(
+    mapping: &Mapping,
+    dialect: Dialect,
+    cap: Option<i64>,
+) -> Result<Vec<(&'static str, String)>> {
+    let ctx = SqlContext::new(mapping, dialect);
+    let range = crate::dialect::RangeParams {
+        lo: Some(dialect.placeholder(1)),
+        hi: Some(dialect.placeholder(2)),
+        ..Default::default()
+    };
+    let copies = ranges(mapping.counter.shape, false, |n| {
+        crate::dialect::RangeParams {
+            lo: Some(dialect.placeholder(2 * n + 1)),
+            hi: Some(dialect.placeholder(2 * n + 2)),
+            ..Default::default()
+        }
+    });
+    Ok(vec![
+        (
+            "rows checked, in a REPEATABLE READ snapshot",
+            render(
+                "audit_count.sql",
+                &ctx,
+                minijinja::context! { range => range },
+            )?,
+        ),
+        (
+            "the drifting rows with what classifies them, same snapshot",
+            render(
+                template(mapping.counter.shape),
+                &ctx,
+                minijinja::context! { cap => cap, count_only => false, ..copies },
+            )?,
+        ),
+    ])
+}
+
+/// The audit template of a shape.
+fn template(shape: Shape) -> &'static str {
+    match shape {
+        Shape::PerMember => "audit_per_member.sql",
+        Shape::PerMessage => "audit_per_message.sql",
+    }
+}
+
+/// How many times the audit statement of `shape` filters by the batch's range (the counter
+/// rows, then the messages twice; or the messages, then the members): see the templates'
+/// headers. The batch's keys are bound that many times in a row ([`bind_batch`]).
+fn range_copies(shape: Shape, count_only: bool) -> usize {
+    match (shape, count_only) {
+        (Shape::PerMember, false) => 3,
+        (Shape::PerMember, true) | (Shape::PerMessage, _) => 2,
+    }
+}
+
+/// The template variables `range`, `range2`, `range3` (those the shape uses), copy `n`
+/// (0-based) made by `params`.
+fn ranges(
+    shape: Shape,
+    count_only: bool,
+    params: impl Fn(usize) -> crate::dialect::RangeParams,
+) -> minijinja::Value {
+    let names = ["range", "range2", "range3"];
+    minijinja::Value::from_iter(
+        (0..range_copies(shape, count_only))
+            .map(|n| (names[n], minijinja::Value::from_serialize(params(n))))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
+/// The one-pass audit statement of one batch (its drifting rows with their facts; with
+/// `count_only`, only their number), capped at `cap`. Bind it with [`bind_batch`].
+///
+/// Errors: a template that fails to render (a bug, exit 3).
+pub(crate) fn batch_statement(
+    ctx: &SqlContext,
+    batch: &crate::stages::Batch,
+    cap: Option<i64>,
+    count_only: bool,
+) -> Result<String> {
+    let n = batch.param_count();
+    let copies = ranges(ctx.shape, count_only, |i| {
+        batch.params(ctx.dialect, 1 + i * n)
+    });
+    render(
+        template(ctx.shape),
+        ctx,
+        minijinja::context! { cap => cap, count_only => count_only, ..copies },
+    )
+}
+
+/// Binds the batch's keys for [`batch_statement`]: once per range copy.
+pub(crate) fn bind_batch<'q>(
+    batch: &crate::stages::Batch,
+    shape: Shape,
+    count_only: bool,
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for _ in 0..range_copies(shape, count_only) {
+        q = batch.bind(q);
+    }
+    q
+}
+
+/// The part report of an incomplete run, beside the final one.
+fn partial_path(report: &Path) -> PathBuf {
+    let mut name = report.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    report.with_file_name(name)
+}

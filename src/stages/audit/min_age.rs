@@ -1,0 +1,92 @@
+//! `--min-age`: leave out conversations with recent writes (writes still in flight in the
+//! application are not drift), as a predicate added to the run's scope.
+
+use anyhow::Result;
+use sqlx::{AnyConnection, Row};
+use std::time::Duration;
+
+use crate::dialect::{Dialect, SqlContext};
+use crate::error::input_error;
+use crate::mapping::Mapping;
+use crate::schema;
+use crate::stages::Scope;
+
+/// The `--min-age` filter: a predicate over the conversation column `{col}` that keeps only
+/// conversations with no message newer than now - `age`, and how many it leaves out now. An
+/// integer `created_at` is read as Unix seconds, or milliseconds when its newest value is
+/// above 10^11 (after 1973 in ms, beyond 5138 in s).
+///
+/// Errors (exit 2): the mapping has no `messages.created_at`.
+pub(super) async fn quiescence(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    scope: &Scope,
+    age: Duration,
+) -> Result<(String, u64)> {
+    let Some(created) = mapping.messages.created_at.as_deref() else {
+        return Err(input_error(
+            "--min-age needs messages.created_at in the mapping: the time of each message",
+        ));
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    let q = |s: &str| dialect.quote(s);
+    let (table, conv, created_q) = (
+        q(&mapping.messages.table),
+        q(&mapping.messages.conversation),
+        q(created),
+    );
+    let declared = schema::column_type(conn, &ctx, &mapping.messages.table, created)
+        .await?
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let secs = age.as_secs();
+    let cutoff = if declared.contains("int") {
+        let newest: Option<i64> = sqlx::query(&format!(
+            "SELECT CAST(MAX({created_q}) AS {}) AS newest FROM {table}",
+            dialect.int_cast()
+        ))
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("newest")?;
+        let now_s = crate::stages::now_ms() / 1000;
+        if newest.unwrap_or(0) > 100_000_000_000 {
+            ((now_s - secs as i64) * 1000).to_string()
+        } else {
+            (now_s - secs as i64).to_string()
+        }
+    } else {
+        dialect.seconds_ago(secs)
+    };
+    let quiet = format!(
+        "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created_q} > {cutoff})"
+    );
+    let mut in_scope = String::new();
+    if let Some(sample) = &scope.sample_sql {
+        in_scope = format!(" AND {}", sample.replace("{col}", &conv));
+    }
+    let mut binds = Vec::new();
+    if let Some(from) = &scope.from {
+        in_scope.push_str(&format!(
+            " AND {conv} >= {}",
+            dialect.placeholder(binds.len() + 1)
+        ));
+        binds.push(from.clone());
+    }
+    if let Some(to) = &scope.to {
+        in_scope.push_str(&format!(
+            " AND {conv} <= {}",
+            dialect.placeholder(binds.len() + 1)
+        ));
+        binds.push(to.clone());
+    }
+    let sql = format!(
+        "SELECT COUNT(DISTINCT {conv}) AS n FROM {table} WHERE {created_q} > {cutoff}{in_scope}"
+    );
+    let mut query = sqlx::query(&sql);
+    for k in &binds {
+        query = k.bind(query);
+    }
+    let left_out: i64 = query.fetch_one(&mut *conn).await?.try_get("n")?;
+    Ok((quiet, left_out.max(0) as u64))
+}

@@ -1,0 +1,121 @@
+//! One drifting row of the audit statement: decoded by the column aliases of
+//! `sql/common/audit_per_member.sql` / `audit_per_message.sql`, classified
+//! (`crate::drift`), counted in the summary and written to the report.
+
+use anyhow::Result;
+use sqlx::Row;
+
+use super::batches::BatchRun;
+use super::{AuditSummary, Example};
+use crate::drift::{classify, Facts, Membership};
+use crate::ledger;
+use crate::mapping::Shape;
+use crate::report::{cell, ReportWriter};
+use crate::stages::Key;
+
+/// Decodes one row of the audit statement, classifies it and records it (summary, examples,
+/// report); returns the row for `--store-rows`, or None when it does not drift after all
+/// (the statement compares clamped values; classification has the last word).
+///
+/// Errors: a column missing or of another type than the template promises (a bug, exit 3),
+/// or the report cannot be written.
+pub(super) fn record_row(
+    row: &sqlx::any::AnyRow,
+    run: &BatchRun<'_>,
+    summary: &mut AuditSummary,
+    report: &mut ReportWriter,
+) -> Result<Option<ledger::DriftRow>> {
+    let (shape, cap) = (run.shape, run.opts.cap);
+    let conv = Key::read(row, "conv", run.conv_kind)?;
+    let (subject, stored, recomputed): (Key, Option<i64>, i64) = match shape {
+        Shape::PerMember => (
+            Key::read(row, "usr", run.user_kind)?,
+            row.try_get("stored")?,
+            row.try_get("recomputed")?,
+        ),
+        Shape::PerMessage => (
+            Key::Int(row.try_get("pos")?),
+            row.try_get("stored")?,
+            row.try_get("recomputed")?,
+        ),
+    };
+    let (facts, last_read, source) = match shape {
+        Shape::PerMember => {
+            let last_read: Option<i64> = row.try_get("last_read_id")?;
+            let source = crate::db::text(row, "source")?;
+            let is_member: i64 = row.try_get("is_member")?;
+            (
+                Facts {
+                    stored,
+                    recomputed,
+                    membership: Membership::PerMember {
+                        is_member: is_member != 0,
+                    },
+                    own: row.try_get("own_after")?,
+                    excluded: row.try_get("excluded_after")?,
+                    total: row.try_get("total_countable")?,
+                },
+                last_read,
+                source,
+            )
+        }
+        Shape::PerMessage => (
+            Facts {
+                stored,
+                recomputed,
+                membership: Membership::PerMessage {
+                    orphans: row.try_get("orphans")?,
+                },
+                own: row.try_get("own_after")?,
+                excluded: row.try_get("excluded_after")?,
+                total: row.try_get("total_countable")?,
+            },
+            None,
+            None,
+        ),
+    };
+    let Some(d) = classify(&facts, cap) else {
+        return Ok(None);
+    };
+    summary.drifting_rows += 1;
+    let abs = d.drift.map(i64::abs).unwrap_or(0);
+    summary.sum_abs_drift += abs;
+    summary.max_abs_drift = summary.max_abs_drift.max(abs);
+    *summary
+        .by_class
+        .entry(d.class.as_str().to_string())
+        .or_default() += 1;
+    let examples = summary
+        .examples
+        .entry(d.class.as_str().to_string())
+        .or_default();
+    if examples.len() < 3 {
+        examples.push(Example {
+            conversation: conv.to_string(),
+            subject: subject.to_string(),
+            stored: d.stored,
+            recomputed: d.recomputed,
+        });
+    }
+    let mut cells = vec![
+        conv.to_string(),
+        subject.to_string(),
+        cell(d.stored),
+        d.recomputed.to_string(),
+        cell(d.drift),
+        d.class.as_str().to_string(),
+    ];
+    if shape == Shape::PerMember {
+        cells.push(cell(last_read));
+        cells.push(source.unwrap_or_default());
+    }
+    report.row(&cells)?;
+    Ok(Some(ledger::DriftRow {
+        conversation: conv.to_string(),
+        subject: subject.to_string(),
+        stored: d.stored,
+        recomputed: d.recomputed,
+        drift: d.drift,
+        class: d.class.as_str(),
+    }))
+}
