@@ -74,7 +74,10 @@ pub fn man(args: &ManArgs, out: &mut dyn Write) -> Result<()> {
         // A page per command, named as man(1) looks it up; clap keeps names as &'static str
         // (no `string` feature), and this process ends right after writing the pages.
         let name: &'static str = Box::leak(format!("tidemark-{}", sub.get_name()).into_boxed_str());
-        pages.push((name.to_string(), sub.clone().name(name)));
+        pages.push((
+            name.to_string(),
+            sub.clone().name(name).version(env!("CARGO_PKG_VERSION")),
+        ));
     }
     for (name, cmd) in pages {
         let path = dir.join(format!("{name}.1"));

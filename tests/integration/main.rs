@@ -34,6 +34,7 @@ mod demo;
 mod galera;
 mod generate;
 mod inspect;
+mod json_output;
 mod privileges;
 mod scenarios;
 mod snapshot;
