@@ -24,6 +24,7 @@
 mod common;
 mod scenario;
 
+mod app_sql;
 mod audit;
 mod backfill;
 mod cli;
