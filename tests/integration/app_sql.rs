@@ -365,3 +365,64 @@ fn every_statement_names_the_bug_it_prevents() {
         );
     }
 }
+
+/// Seed 000 §4 with two connections in a fixed order: while A holds the number it took (not yet
+/// committed), B's `sequence_next` on the same conversation waits for A's row lock (here it gives
+/// up after a short lock timeout); once A commits, B gets the next number. So a smaller number
+/// always commits first.
+async fn sequence_waits_for_the_lock(backend: Backend) {
+    let Some(fx) = Fixture::create(backend, "app_seq", &big_conversation()).await else {
+        return;
+    };
+    fx.run(&["expand"], &[]).expect_code(0);
+    let printed = fx.run(&["sql", "app"], &[]);
+    printed.expect_code(0);
+    let app = App {
+        statements: parse(&printed.stdout),
+    };
+    let mut a = fx.connect().await;
+    for p in app.all("sequence_schema") {
+        sqlx::raw_sql(&p.sql).execute(&mut a).await.unwrap();
+    }
+    let mut b = fx.connect().await;
+    let short_wait = match backend {
+        Backend::Postgres => "SET lock_timeout = '300ms'",
+        _ => "SET SESSION innodb_lock_wait_timeout = 1",
+    };
+    sqlx::raw_sql(short_wait).execute(&mut b).await.unwrap();
+    let next = vec![("conversation", V::Int(BIG))];
+
+    let mut tx_a = a.begin().await.unwrap();
+    let rows = app.run(&mut tx_a, "sequence_next", &next).await;
+    assert_eq!(int(&rows[0], 0), 151);
+
+    // B waits for A's lock and gives up: it took no number.
+    let mut tx_b = b.begin().await.unwrap();
+    let waited = {
+        let p = &app.all("sequence_next")[0];
+        let mut q = sqlx::query(&p.sql);
+        for _ in &p.binds {
+            q = q.bind(BIG);
+        }
+        q.execute(&mut *tx_b).await
+    };
+    let err = waited
+        .expect_err("B must wait for A's row lock")
+        .to_string();
+    assert!(
+        err.contains("lock") || err.contains("Lock"),
+        "a lock wait timeout, got: {err}"
+    );
+    tx_b.rollback().await.unwrap();
+    tx_a.commit().await.unwrap();
+
+    // After A's commit, B gets the next number.
+    let mut tx_b = b.begin().await.unwrap();
+    let rows = app.run(&mut tx_b, "sequence_next", &next).await;
+    assert_eq!(int(&rows[0], 0), 152);
+    tx_b.commit().await.unwrap();
+    drop((a, b));
+    fx.db.cleanup().await;
+}
+
+on_every_backend!(servers: sequence_waits_for_the_lock);
