@@ -5,6 +5,7 @@
 //! The rules come from `shared/spec/semantics.md`; the commands, exit codes, mapping file and
 //! CSV columns from `shared/spec/interface.md`.
 
+pub mod app_sql;
 pub mod cli;
 pub mod column_types;
 pub mod db;

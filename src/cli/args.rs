@@ -30,7 +30,7 @@ pub enum Command {
     Inspect(super::inspect::InspectArgs),
     /// Print every statement each stage would run for this mapping and dialect. Writes
     /// nothing.
-    Plan(Common),
+    Plan(ReadArgs),
     /// Apply the versioned migrations: the watermark table and tidemark's ledger (DDL only).
     Expand(ExpandArgs),
     /// Fill each member's last_read_id from the best evidence, in batches, forward-only.
@@ -40,10 +40,29 @@ pub enum Command {
     Audit(AuditArgs),
     /// Show applied migrations, watermarks, the last audits and whether the contract gate
     /// would open. Reads only.
-    Status(Common),
+    Status(ReadArgs),
     /// The gated drop of the counter: prints the gate's verdict and the exact DDL; changes
     /// nothing without --execute. Exit 1 when the gate is closed.
     Contract(super::contract::ContractArgs),
+    /// Print the statements the application should use during the dual-write period and
+    /// after (forward-only mark-read, capped unread counts, per-conversation sequence), each
+    /// with the bug it prevents. Reads nothing.
+    Sql(super::sql::SqlArgs),
+    /// Print a shell completion script for tidemark on stdout.
+    Completions(super::completions::CompletionsArgs),
+    /// Print tidemark's manual page (roff) on stdout, or write one page per command.
+    Man(super::completions::ManArgs),
+}
+
+/// Options of the commands that only read and report (`status`, `plan`).
+#[derive(Debug, Args, Clone)]
+pub struct ReadArgs {
+    /// `--database` and `--mapping`.
+    #[command(flatten)]
+    pub common: Common,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Options every database command takes.
@@ -125,17 +144,20 @@ pub struct BackfillArgs {
     /// (it runs the audit's statement after each batch: about one audit's time in all).
     #[arg(long)]
     pub skip_change_count: bool,
+    /// Output format (progress stays on stderr).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
 }
 
-/// Output format of `audit`.
+/// Output format of `audit`, `backfill`, `status`, `plan`, `contract` and `inspect`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Format {
     /// A summary for people.
     Text,
-    /// The summary as one JSON object on stdout.
+    /// One JSON object on stdout (keys documented in the README, "Output for scripts").
     Json,
 }
 

@@ -60,6 +60,9 @@ pub struct ContractArgs {
     /// Counter rows (or messages) archived per transaction, whole conversations.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
+    /// Output format (progress stays on stderr).
+    #[arg(long, value_enum, default_value_t = super::Format::Text)]
+    pub format: super::Format,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
@@ -103,20 +106,23 @@ pub async fn run_cli(args: ContractArgs) -> Result<u8> {
         Err(e) => {
             // A failure during --execute: what was found and done is still shown.
             if let Some(failed) = e.downcast_ref::<ContractFailed>() {
-                print(&failed.outcome, &dsn, &opts);
+                print(&failed.outcome, &dsn, &opts, args.format);
             }
             return Err(e);
         }
     };
-    print(&outcome, &dsn, &opts);
+    print(&outcome, &dsn, &opts, args.format);
     Ok(outcome.exit_code)
 }
 
-/// Prints an outcome for people on stdout ([`crate::render::text::contract`]); a closed pipe
-/// ends the output quietly.
-pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions) {
+/// Prints an outcome on stdout, for people ([`crate::render::text::contract`]) or scripts
+/// ([`crate::render::json::contract`]); a closed pipe ends the output quietly.
+pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions, format: super::Format) {
     let mut out = std::io::stdout().lock();
-    let _ = crate::render::text::contract(&mut out, o, dsn, opts);
+    let _ = match format {
+        super::Format::Text => crate::render::text::contract(&mut out, o, dsn, opts),
+        super::Format::Json => crate::render::json::contract(&mut out, o),
+    };
 }
 
 #[cfg(test)]

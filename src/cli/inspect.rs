@@ -22,6 +22,10 @@ pub struct InspectArgs {
     /// Overwrite the --output file if it exists.
     #[arg(long, requires = "output")]
     pub force: bool,
+    /// Output format: with json, one object on stdout holding the warnings, what is missing
+    /// and (without --output) the proposed mapping.
+    #[arg(long, value_enum, default_value_t = super::Format::Text)]
+    pub format: super::Format,
 }
 
 /// Runs `inspect`: exit 0 with a complete mapping, 1 when something is missing (named on
@@ -53,7 +57,14 @@ pub async fn run_cli(args: InspectArgs) -> Result<super::Outcome> {
             };
             file.write_all(outcome.text.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            print_summary(&outcome, &dsn, Some(path));
+            if args.format == super::Format::Json {
+                crate::render::json::inspect(&mut std::io::stdout().lock(), &outcome, Some(path))?;
+            } else {
+                print_summary(&outcome, &dsn, Some(path));
+            }
+        }
+        None if args.format == super::Format::Json => {
+            crate::render::json::inspect(&mut std::io::stdout().lock(), &outcome, None)?;
         }
         None => {
             print!("{}", outcome.text);

@@ -14,11 +14,15 @@ use crate::render::{json, text};
 use crate::stages::{audit, backfill, expand, status};
 
 pub mod args;
+pub mod completions;
 pub mod contract;
 pub mod inspect;
 pub mod progress;
+pub mod sql;
 
-pub use args::{AuditArgs, BackfillArgs, Cli, Command, Common, DemoArgs, ExpandArgs, Format};
+pub use args::{
+    AuditArgs, BackfillArgs, Cli, Command, Common, DemoArgs, ExpandArgs, Format, ReadArgs,
+};
 
 /// How a command ended, when it ended without an error (`main.rs` turns it into the exit
 /// code of `shared/spec/interface.md`).
@@ -101,8 +105,19 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 count_changes: !args.skip_change_count,
             };
             let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+            let statements = if args.dry_run {
+                backfill::statements(&mapping, dsn.dialect)?
+            } else {
+                Vec::new()
+            };
+            if args.format == Format::Json {
+                json::backfill(out, &summary, args.dry_run, &statements)?;
+                if summary.interrupted {
+                    return Ok(Outcome::Incomplete);
+                }
+                return Ok(Outcome::Done);
+            }
             if args.dry_run {
-                let statements = backfill::statements(&mapping, dsn.dialect)?;
                 text::backfill_plan(out, &dsn, args.batch_size, &statements)?;
             }
             text::backfill(out, &summary, args.dry_run)?;
@@ -155,11 +170,14 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 Outcome::Done
             })
         }
-        Command::Status(common) => {
-            let (dsn, mapping) = common.resolve()?;
+        Command::Status(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
             let mut conn = dsn.connect().await?;
             let s = status::run(&mut conn, &mapping, dsn.dialect).await?;
-            text::status(out, &s, &dsn, &mapping)?;
+            match args.format {
+                Format::Json => json::status(out, &s, &dsn, &mapping)?,
+                Format::Text => text::status(out, &s, &dsn, &mapping)?,
+            }
             Ok(Outcome::Done)
         }
         Command::Contract(args) => {
@@ -171,10 +189,25 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             })
         }
         Command::Inspect(args) => inspect::run_cli(args).await,
-        Command::Plan(common) => {
-            let (dsn, mapping) = common.resolve()?;
+        Command::Plan(args) => {
+            let (dsn, mapping) = args.common.resolve()?;
             let mut conn = dsn.connect().await?;
-            plan(out, &mut conn, &mapping, &dsn).await?;
+            match args.format {
+                Format::Json => plan_json(out, &mut conn, &mapping, &dsn).await?,
+                Format::Text => plan(out, &mut conn, &mapping, &dsn).await?,
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Sql(args) => {
+            sql::run(&args, out)?;
+            Ok(Outcome::Done)
+        }
+        Command::Completions(args) => {
+            completions::completions(args.shell, out)?;
+            Ok(Outcome::Done)
+        }
+        Command::Man(args) => {
+            completions::man(&args, out)?;
             Ok(Outcome::Done)
         }
     }
@@ -279,5 +312,58 @@ async fn plan(
         },
         Err(e) => text::plan_end(out, text::PlanContract::NotYet(&crate::error::describe(&e)))?,
     }
+    Ok(())
+}
+
+/// `tidemark plan --format json`: the same statements as [`plan`], as one object
+/// ([`json::PlanJson`]).
+async fn plan_json(
+    out: &mut dyn Write,
+    conn: &mut sqlx::AnyConnection,
+    mapping: &Mapping,
+    dsn: &Dsn,
+) -> Result<()> {
+    let report = expand::run(conn, mapping, dsn.dialect, true).await?;
+    let mut stages = vec![
+        json::plan_expand(&report),
+        json::PlanStageJson::new(
+            "backfill",
+            "per batch of whole conversations (lo, hi]",
+            &backfill::statements(mapping, dsn.dialect)?,
+        ),
+        json::PlanStageJson::new(
+            "audit",
+            "per batch of whole conversations (lo, hi]",
+            &audit::statements(mapping, dsn.dialect, None)?,
+        ),
+    ];
+    let dry = crate::stages::contract::ContractOptions {
+        quiet: true,
+        ..Default::default()
+    };
+    let mut contract = json::PlanStageJson::new("contract", "once, after the gate opens", &[]);
+    match crate::stages::contract::run(conn, mapping, dsn.dialect, &dry).await {
+        Ok(o) => match &o.nothing_to_drop {
+            Some(why) => contract.note = Some(why.clone()),
+            None => {
+                contract.statements = o
+                    .ddl
+                    .iter()
+                    .map(|sql| json::StatementJson {
+                        what: "contract DDL (after archive and verification)".into(),
+                        sql: sql.clone(),
+                    })
+                    .collect()
+            }
+        },
+        Err(e) => {
+            contract.note = Some(format!(
+                "shown once expand has run: {}",
+                crate::error::describe(&e)
+            ))
+        }
+    }
+    stages.push(contract);
+    json::plan(out, dsn, mapping, stages)?;
     Ok(())
 }

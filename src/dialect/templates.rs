@@ -111,6 +111,48 @@ const TEMPLATES: &[(&str, &str)] = &[
         "mysql/contract_statements.sql",
         include_str!("../../sql/mysql/contract_statements.sql"),
     ),
+    // ---- application statements (output helper: `tidemark sql app`) ----
+    (
+        "app_macros.sql",
+        include_str!("../../sql/common/app_macros.sql"),
+    ),
+    (
+        "postgres/app_mark_read.sql",
+        include_str!("../../sql/postgres/app_mark_read.sql"),
+    ),
+    (
+        "mysql/app_mark_read.sql",
+        include_str!("../../sql/mysql/app_mark_read.sql"),
+    ),
+    (
+        "sqlite/app_mark_read.sql",
+        include_str!("../../sql/sqlite/app_mark_read.sql"),
+    ),
+    (
+        "app_unread_member.sql",
+        include_str!("../../sql/common/app_unread_member.sql"),
+    ),
+    (
+        "app_unread_page.sql",
+        include_str!("../../sql/common/app_unread_page.sql"),
+    ),
+    (
+        "app_message_unread.sql",
+        include_str!("../../sql/common/app_message_unread.sql"),
+    ),
+    (
+        "app_seq_schema.sql",
+        include_str!("../../sql/common/app_seq_schema.sql"),
+    ),
+    (
+        "app_seq_new.sql",
+        include_str!("../../sql/common/app_seq_new.sql"),
+    ),
+    (
+        "app_seq_next.sql",
+        include_str!("../../sql/common/app_seq_next.sql"),
+    ),
+    // ---- end application statements ----
 ];
 
 fn env() -> &'static Environment<'static> {

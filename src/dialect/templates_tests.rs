@@ -144,11 +144,11 @@ fn range(dialect: Dialect, first: usize, full: bool) -> RangeParams {
 fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
     let mut out = Vec::new();
     for cap in [None, Some(99)] {
-        for full in [false, true] {
+        for (full, count_only) in [(false, false), (true, false), (true, true)] {
             for unit in ["subjects", "counters", "messages"] {
-                for (side, count_only) in [("source", false), ("archive", true)] {
+                for side in ["source", "archive"] {
                     let what = format!(
-                        "cap {cap:?}, {} range, unit {unit}, side {side}, count_only {count_only}",
+                        "cap {cap:?}, {} range, count_only {count_only}, unit {unit}, side {side}",
                         if full { "full" } else { "empty" }
                     );
                     let value = minijinja::context! {
@@ -168,6 +168,16 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         key_subject => dialect.quote("user_id"),
                         exact_type => dialect.exact_decimal(),
                         text_type => dialect.text_type(),
+                        // `tidemark sql app` (crate::app_sql): named binds, the sequence table.
+                        bind => minijinja::context! {
+                            conv => dialect.placeholder(1),
+                            user => dialect.placeholder(2),
+                            message => dialect.placeholder(3),
+                            conversations => vec![dialect.placeholder(1), dialect.placeholder(3)],
+                            messages => vec![dialect.placeholder(2), dialect.placeholder(3)],
+                        },
+                        seq_table => dialect.quote("chat.read_watermarks_seq"),
+                        seq_index => dialect.quote("read_watermarks_seq_conv"),
                     };
                     out.push((what, value));
                 }

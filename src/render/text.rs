@@ -526,3 +526,34 @@ pub fn contract(
     }
     Ok(())
 }
+
+/// `tidemark sql app`: each statement preceded by `--` comments (what it is, when to run it,
+/// the bug it prevents, its binds) and ended by `;`, blank lines between them.
+pub fn app_sql(
+    w: &mut dyn Write,
+    dsn: &Dsn,
+    mapping: &Mapping,
+    statements: &[crate::app_sql::AppStatement],
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "-- statements for the application, {} dialect, mapping {} (tidemark sql app)",
+        dsn.dialect.name(),
+        &mapping.fingerprint[..12]
+    )?;
+    let mut previous = "";
+    for s in statements {
+        if s.name == previous {
+            writeln!(w, "-- {} (continued)", s.name)?;
+        } else {
+            writeln!(w, "\n-- {}: {}", s.name, s.when)?;
+            writeln!(w, "-- prevents: {}", s.prevents)?;
+        }
+        previous = s.name;
+        if !s.binds.is_empty() {
+            writeln!(w, "-- binds: {}", s.binds.join(", "))?;
+        }
+        writeln!(w, "{};", s.sql)?;
+    }
+    Ok(())
+}

@@ -24,6 +24,7 @@
 mod common;
 mod scenario;
 
+mod app_sql;
 mod audit;
 mod backfill;
 mod cli;
@@ -35,6 +36,7 @@ mod demo;
 mod galera;
 mod generate;
 mod inspect;
+mod json_output;
 mod privileges;
 mod scenarios;
 mod snapshot;

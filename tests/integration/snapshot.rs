@@ -14,8 +14,18 @@ use crate::common::{exec_all, on_every_backend, Backend, TestDb};
 use crate::scenario;
 
 /// The commands `tidemark --help` lists (the help of each is snapshotted).
-const COMMANDS: [&str; 8] = [
-    "demo", "inspect", "plan", "expand", "backfill", "audit", "status", "contract",
+const COMMANDS: [&str; 11] = [
+    "demo",
+    "inspect",
+    "plan",
+    "expand",
+    "backfill",
+    "audit",
+    "status",
+    "contract",
+    "sql",
+    "completions",
+    "man",
 ];
 
 /// Runs the binary with a fixed help width (clap wraps at the terminal width, 100 without one).

@@ -1,0 +1,52 @@
+//! `tidemark sql app`: prints the statements the application should use (see
+//! [`crate::app_sql`]). Reads the mapping and the URL's dialect; connects to nothing.
+
+use anyhow::Result;
+use std::io::Write;
+
+use crate::db::Dsn;
+use crate::mapping::Mapping;
+
+/// `tidemark sql` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SqlArgs {
+    /// Which statements.
+    #[command(subcommand)]
+    pub what: SqlWhat,
+}
+
+/// What `tidemark sql` prints.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum SqlWhat {
+    /// The statements the application should switch to for the dual-write period and after:
+    /// forward-only mark-read, the sender's own watermark, capped unread counts, per-message
+    /// unread counts of a page, the per-conversation sequence. Each says which bug it prevents.
+    App(AppArgs),
+}
+
+/// `tidemark sql app` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AppArgs {
+    /// `--database` (only its dialect is used: nothing connects) and `--mapping`.
+    #[command(flatten)]
+    pub common: super::Common,
+    /// Conversations (or messages) per page in the page queries.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub page: u64,
+    /// Output format: json prints one object with a `statements` list.
+    #[arg(long, value_enum, default_value_t = super::Format::Text)]
+    pub format: super::Format,
+}
+
+/// Runs `tidemark sql app`.
+pub fn run(args: &SqlArgs, out: &mut dyn Write) -> Result<()> {
+    let SqlWhat::App(args) = &args.what;
+    let dsn = Dsn::parse(args.common.database.as_deref().unwrap_or_default())?;
+    let mapping = Mapping::load(&args.common.mapping)?;
+    let statements = crate::app_sql::statements(&mapping, dsn.dialect, args.page as usize)?;
+    match args.format {
+        super::Format::Text => crate::render::text::app_sql(out, &dsn, &mapping, &statements)?,
+        super::Format::Json => crate::render::json::app_sql(out, &dsn, &statements)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,427 @@
+//! What scripts read: the `--format json` outputs, one pretty-printed JSON object per command
+//! on stdout (progress stays on stderr). Every object is an explicit struct of this module, so
+//! the keys (snake_case) are a contract of their own, independent of the stages' field names;
+//! the README section "Output for scripts" documents them. A key is never removed or renamed
+//! within a major version; new keys may be added.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use crate::db::Dsn;
+use crate::inspect::InspectOutcome;
+use crate::ledger::Entry;
+use crate::mapping::Mapping;
+use crate::stages::audit::AuditSummary;
+use crate::stages::backfill::BackfillSummary;
+use crate::stages::expand::ExpandReport;
+use crate::stages::status::Status;
+
+mod contract;
+use contract::gate;
+pub use contract::{
+    contract, ArchiveJson, ContractJson, FailureJson, FinalAuditJson, GateJson, ReasonJson,
+    StatementUseJson, StatementsJson,
+};
+
+/// Writes `value` pretty-printed and a newline.
+fn emit<T: Serialize>(w: &mut dyn Write, value: &T) -> io::Result<()> {
+    writeln!(w, "{}", serde_json::to_string_pretty(value)?)
+}
+
+/// The audit summary as one pretty-printed JSON object and a newline (`audit --format json`;
+/// the keys are the fields of [`AuditSummary`]).
+pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
+    emit(w, s)
+}
+
+/// A ledger time (milliseconds since the epoch) as RFC 3339 UTC, seconds precision.
+fn rfc3339(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// One statement a stage runs: what it does, and its SQL.
+#[derive(Debug, Serialize)]
+pub struct StatementJson {
+    /// What it does, in words.
+    pub what: String,
+    /// The SQL, as the stage runs it (placeholders in the dialect's spelling).
+    pub sql: String,
+}
+
+fn statements(list: &[(&str, String)]) -> Vec<StatementJson> {
+    list.iter()
+        .map(|(what, sql)| StatementJson {
+            what: what.to_string(),
+            sql: sql.clone(),
+        })
+        .collect()
+}
+
+// ---- status ----
+
+/// `status --format json`.
+#[derive(Debug, Serialize)]
+pub struct StatusJson {
+    /// The database URL, password redacted.
+    pub database: String,
+    /// The mapping fingerprint (SHA-256 hex).
+    pub mapping_fingerprint: String,
+    /// Applied migrations, by name (empty: expand has not run).
+    pub migrations: Vec<String>,
+    /// The watermark table.
+    pub watermark_table: String,
+    /// Rows in the watermark table; null when it does not exist.
+    pub watermark_rows: Option<i64>,
+    /// The newest backfill run; null when none ran.
+    pub backfill: Option<RunJson>,
+    /// The newest audits (at most 10), newest first.
+    pub audits: Vec<AuditRunJson>,
+    /// Between the two newest complete audits that kept their rows (`--store-rows`).
+    pub changes: Option<ChangesJson>,
+    /// The contract run that dropped the counter; null when none did.
+    pub contract_done_by: Option<i64>,
+    /// The contract gate with default options; null without a ledger or once contracted.
+    pub gate: Option<GateJson>,
+}
+
+/// A ledger run (`status`).
+#[derive(Debug, Serialize)]
+pub struct RunJson {
+    /// Ledger id.
+    pub id: i64,
+    /// `running`, `done`, `failed`, `interrupted`, `abandoned` or `incomplete`.
+    pub status: String,
+    /// Whether a `running` run's process still holds its runner lock (false: it was killed;
+    /// running the command again resumes it).
+    pub alive: bool,
+    /// Start, RFC 3339 UTC.
+    pub started_at: String,
+    /// End, RFC 3339 UTC; null while running.
+    pub finished_at: Option<String>,
+}
+
+/// An audit run (`status`).
+#[derive(Debug, Serialize)]
+pub struct AuditRunJson {
+    /// Ledger id.
+    pub id: i64,
+    /// Ledger status (`done`, `running`, `incomplete`, `failed`).
+    pub status: String,
+    /// Whether it passed; null when it has no verdict.
+    pub passed: Option<bool>,
+    /// Start, RFC 3339 UTC.
+    pub started_at: String,
+    /// Rows checked (from its summary), when known.
+    pub rows_checked: Option<u64>,
+    /// Drifting rows (from its summary), when known.
+    pub drifting_rows: Option<u64>,
+    /// Whether it ran with the mapping in force.
+    pub same_mapping: bool,
+}
+
+/// Drifting rows that changed between two audits.
+#[derive(Debug, Serialize)]
+pub struct ChangesJson {
+    /// The newer audit.
+    pub newer: i64,
+    /// The older audit.
+    pub older: i64,
+    /// Rows drifting in the newer one that did not before.
+    pub newly_drifting: i64,
+    /// Rows drifting in the older one and not any more.
+    pub fixed: i64,
+}
+
+fn run(e: &Entry, alive: bool) -> RunJson {
+    RunJson {
+        id: e.id,
+        status: e.status.to_string(),
+        alive,
+        started_at: rfc3339(e.started_ms),
+        finished_at: e.finished_ms.map(rfc3339),
+    }
+}
+
+/// `status --format json`: [`StatusJson`].
+pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io::Result<()> {
+    let audits = s
+        .audits
+        .iter()
+        .map(|a| {
+            let summary: serde_json::Value = a
+                .summary
+                .as_deref()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or_default();
+            AuditRunJson {
+                id: a.id,
+                status: a.status.to_string(),
+                passed: a.passed.map(|p| p == 1),
+                started_at: rfc3339(a.started_ms),
+                rows_checked: summary["rows_checked"].as_u64(),
+                drifting_rows: summary["drifting_rows"].as_u64(),
+                same_mapping: a.fingerprint == mapping.fingerprint,
+            }
+        })
+        .collect();
+    emit(
+        w,
+        &StatusJson {
+            database: dsn.to_string(),
+            mapping_fingerprint: mapping.fingerprint.clone(),
+            migrations: s.migrations.clone(),
+            watermark_table: mapping.watermarks.table.clone(),
+            watermark_rows: s.watermarks,
+            backfill: s
+                .last_backfill
+                .as_ref()
+                .map(|b| run(b, b.status == "running" && s.backfill_alive)),
+            audits,
+            changes: s.changes.map(|(newer, older, new, fixed)| ChangesJson {
+                newer,
+                older,
+                newly_drifting: new,
+                fixed,
+            }),
+            contract_done_by: s.contract_done,
+            gate: if s.contract_done.is_some() {
+                None
+            } else {
+                s.gate.as_ref().map(gate)
+            },
+        },
+    )
+}
+
+// ---- backfill ----
+
+/// `backfill --format json`.
+#[derive(Debug, Serialize)]
+pub struct BackfillJson {
+    /// Whether this was `--dry-run` (nothing written; the counts are what would be).
+    pub dry_run: bool,
+    /// Members considered.
+    pub members: u64,
+    /// Batches run.
+    pub batches: u64,
+    /// Watermarks created (no row before).
+    pub written: u64,
+    /// Existing watermarks moved forward.
+    pub advanced: u64,
+    /// Existing watermarks already at or past the evidence.
+    pub unchanged: u64,
+    /// Watermarks per evidence kind.
+    pub by_source: BTreeMap<String, u64>,
+    /// Existing watermarks left alone because the only evidence was the counter.
+    pub kept_over_counter: u64,
+    /// Active members with no evidence (no watermark written).
+    pub no_evidence: u64,
+    /// Members who left with no read position (none written, none owed).
+    pub left_without_evidence: u64,
+    /// Counters no watermark can represent.
+    pub unrepresentable_counters: u64,
+    /// Counter rows whose unread number will change once the counters are gone; null with
+    /// `--skip-change-count` or `--dry-run`.
+    pub unread_changes: Option<u64>,
+    /// Batches retried after a lock wait.
+    pub retried_batches: u64,
+    /// When this run continued an interrupted one: the batches that one had finished.
+    pub resumed_after_batches: Option<u64>,
+    /// Stopped by Ctrl-C or SIGTERM before the last batch (exit 4; run again to continue).
+    pub interrupted: bool,
+    /// The ledger run id.
+    pub ledger_id: Option<i64>,
+    /// With `--dry-run`: the statements run per batch.
+    pub statements: Vec<StatementJson>,
+}
+
+/// `backfill --format json`: [`BackfillJson`]; `statements` only with `--dry-run`.
+pub fn backfill(
+    w: &mut dyn Write,
+    s: &BackfillSummary,
+    dry_run: bool,
+    plan: &[(&str, String)],
+) -> io::Result<()> {
+    emit(
+        w,
+        &BackfillJson {
+            dry_run,
+            members: s.members,
+            batches: s.batches,
+            written: s.written,
+            advanced: s.advanced,
+            unchanged: s.unchanged,
+            by_source: s.by_source.clone(),
+            kept_over_counter: s.kept_over_counter,
+            no_evidence: s.no_evidence,
+            left_without_evidence: s.left_without_evidence,
+            unrepresentable_counters: s.unrepresentable_counters,
+            unread_changes: (!dry_run && s.counted_changes).then_some(s.unread_changes),
+            retried_batches: s.retried_batches,
+            resumed_after_batches: s.resumed_after_batches,
+            interrupted: s.interrupted,
+            ledger_id: s.ledger_id,
+            statements: statements(plan),
+        },
+    )
+}
+
+// ---- plan ----
+
+/// `plan --format json`.
+#[derive(Debug, Serialize)]
+pub struct PlanJson {
+    /// The database URL, password redacted.
+    pub database: String,
+    /// `postgres`, `mysql` or `sqlite`.
+    pub dialect: String,
+    /// The mapping fingerprint.
+    pub mapping_fingerprint: String,
+    /// The stages in order: `expand`, `backfill`, `audit`, `contract`.
+    pub stages: Vec<PlanStageJson>,
+}
+
+/// One stage of the plan.
+#[derive(Debug, Serialize)]
+pub struct PlanStageJson {
+    /// The stage's name.
+    pub stage: &'static str,
+    /// When its statements run (`once`, `per batch of whole conversations (lo, hi]`, …).
+    pub runs: String,
+    /// Its statements, in order (contract: the DDL once the gate opens).
+    pub statements: Vec<StatementJson>,
+    /// What else there is to know (the contract before expand, nothing to drop, …).
+    pub note: Option<String>,
+}
+
+impl PlanStageJson {
+    /// A stage with its statements.
+    pub fn new(stage: &'static str, runs: &str, list: &[(&str, String)]) -> Self {
+        PlanStageJson {
+            stage,
+            runs: runs.to_string(),
+            statements: statements(list),
+            note: None,
+        }
+    }
+}
+
+/// The expand stage of the plan: the pending migrations (empty when up to date).
+pub fn plan_expand(r: &ExpandReport) -> PlanStageJson {
+    PlanStageJson {
+        stage: "expand",
+        runs: "once".into(),
+        statements: r
+            .pending
+            .iter()
+            .map(|(name, sql)| StatementJson {
+                what: name.clone(),
+                sql: sql.clone(),
+            })
+            .collect(),
+        note: (r.pending.is_empty()).then(|| "nothing to apply: the schema is up to date".into()),
+    }
+}
+
+/// `plan --format json`: [`PlanJson`].
+pub fn plan(
+    w: &mut dyn Write,
+    dsn: &Dsn,
+    mapping: &Mapping,
+    stages: Vec<PlanStageJson>,
+) -> io::Result<()> {
+    emit(
+        w,
+        &PlanJson {
+            database: dsn.to_string(),
+            dialect: dsn.dialect.name().to_string(),
+            mapping_fingerprint: mapping.fingerprint.clone(),
+            stages,
+        },
+    )
+}
+
+// ---- inspect ----
+
+/// `inspect --format json`.
+#[derive(Debug, Serialize)]
+pub struct InspectJson {
+    /// Whether the proposal is a complete mapping (exit 0) or not (exit 1).
+    pub complete: bool,
+    /// What a complete mapping lacks.
+    pub missing: Vec<String>,
+    /// Tables and views read.
+    pub tables: usize,
+    /// The warnings.
+    pub warnings: Vec<WarningJson>,
+    /// Where the mapping was written (`--output`); null when it is in `mapping`.
+    pub output: Option<String>,
+    /// The proposed mapping file, comments included; null when written to `--output`.
+    pub mapping: Option<String>,
+}
+
+/// One warning of `inspect`.
+#[derive(Debug, Serialize)]
+pub struct WarningJson {
+    /// What is wrong.
+    pub message: String,
+    /// Rows concerned, when counted.
+    pub count: Option<u64>,
+    /// The statement that fixes it.
+    pub fix: Option<String>,
+}
+
+/// `inspect --format json`: [`InspectJson`].
+pub fn inspect(
+    w: &mut dyn Write,
+    o: &InspectOutcome,
+    output: Option<&std::path::Path>,
+) -> io::Result<()> {
+    emit(
+        w,
+        &InspectJson {
+            complete: o.complete(),
+            missing: o.missing.clone(),
+            tables: o.tables,
+            warnings: o
+                .warnings
+                .iter()
+                .map(|x| WarningJson {
+                    message: x.message.clone(),
+                    count: x.count,
+                    fix: x.fix.clone(),
+                })
+                .collect(),
+            output: output.map(|p| p.display().to_string()),
+            mapping: output.is_none().then(|| o.text.clone()),
+        },
+    )
+}
+
+// ---- sql app ----
+
+/// `sql app --format json`.
+#[derive(Debug, Serialize)]
+pub struct AppSqlJson<'a> {
+    /// `postgres`, `mysql` or `sqlite`.
+    pub dialect: String,
+    /// The statements: `name`, `when`, `prevents`, `binds` (in order), `sql`.
+    pub statements: &'a [crate::app_sql::AppStatement],
+}
+
+/// `sql app --format json`: [`AppSqlJson`].
+pub fn app_sql(
+    w: &mut dyn Write,
+    dsn: &Dsn,
+    statements: &[crate::app_sql::AppStatement],
+) -> io::Result<()> {
+    emit(
+        w,
+        &AppSqlJson {
+            dialect: dsn.dialect.name().to_string(),
+            statements,
+        },
+    )
+}
