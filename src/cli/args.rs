@@ -217,6 +217,7 @@ impl Common {
     pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
         let dsn = Dsn::parse(self.database.as_deref().unwrap_or_default())?;
         let mapping = Mapping::load(&self.mapping)?;
+        mapping.check_predicates(dsn.dialect)?;
         Ok((dsn, mapping))
     }
 }

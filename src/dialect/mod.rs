@@ -377,6 +377,12 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// for `inspect`'s warning about a counter or position that is not an integer.
     fn inspect_integer_fix(&self, table: &str, column: &str) -> String;
     // ---- end inspect ----
+
+    // ---- trust2 ----
+    /// sqlparser-rs's dialect for this engine: what the mapping's predicates are parsed with
+    /// before any statement runs ([`crate::mapping::Mapping::check_predicates`]).
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect;
+    // ---- end trust2 ----
 }
 
 impl dyn SqlDialect {

@@ -412,6 +412,12 @@ impl SqlDialect for Mysql {
         format!("ALTER TABLE {table} MODIFY COLUMN {column} BIGINT;  -- keep its NULL / NOT NULL")
     }
     // ---- end inspect ----
+
+    // ---- trust2 ----
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::MySqlDialect {}
+    }
+    // ---- end trust2 ----
 }
 
 /// Splits `schema.table` (unquoted) into its schema, if any, and the table's name.

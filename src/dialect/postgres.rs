@@ -329,6 +329,12 @@ impl SqlDialect for Postgres {
         )
     }
     // ---- end inspect ----
+
+    // ---- trust2 ----
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::PostgreSqlDialect {}
+    }
+    // ---- end trust2 ----
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod demo;
 mod galera;
 mod generate;
 mod inspect;
+mod predicates;
 mod privileges;
 mod scenarios;
 mod snapshot;
