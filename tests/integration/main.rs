@@ -37,6 +37,7 @@ mod inspect;
 mod predicates;
 mod privileges;
 mod scenarios;
+mod secrets;
 mod snapshot;
 mod synapse;
 mod tolerance;
