@@ -34,6 +34,7 @@ mod demo;
 mod galera;
 mod generate;
 mod inspect;
+mod mapping_fuzz;
 mod predicates;
 mod privileges;
 mod scenarios;
