@@ -25,6 +25,7 @@ mod common;
 mod scenario;
 
 mod audit;
+mod audit_model;
 mod backfill;
 mod cli;
 mod column_types;
@@ -34,6 +35,7 @@ mod demo;
 mod galera;
 mod generate;
 mod inspect;
+mod least_privilege;
 mod mapping_fuzz;
 mod predicates;
 mod privileges;
