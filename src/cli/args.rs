@@ -71,6 +71,10 @@ pub struct Common {
     /// Database URL: postgres://, mysql:// / mariadb://, or sqlite:PATH.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
     pub database: Option<String>,
+    /// Read the database URL from the first line of this file instead (keeps the password
+    /// out of `ps` and the environment); not together with --database / DATABASE_URL.
+    #[arg(long, value_name = "PATH", conflicts_with = "database")]
+    pub database_file: Option<PathBuf>,
     /// The mapping file.
     #[arg(long, default_value = "tidemark.toml", value_name = "FILE")]
     pub mapping: PathBuf,
@@ -237,8 +241,9 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
 impl Common {
     /// The DSN and the mapping, in that order of checks (both are bad input when wrong).
     pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
-        let dsn = Dsn::parse(self.database.as_deref().unwrap_or_default())?;
+        let dsn = Dsn::from_args(self.database.as_deref(), self.database_file.as_deref())?;
         let mapping = Mapping::load(&self.mapping)?;
+        mapping.check_predicates(dsn.dialect)?;
         Ok((dsn, mapping))
     }
 }

@@ -60,6 +60,41 @@ impl Dsn {
         Ok(Dsn { raw, dialect })
     }
 
+    /// The DSN of a command line: `--database URL` (or `DATABASE_URL`), or the first line of
+    /// the file `--database-file PATH` names (trimmed), so that the password never shows in
+    /// `ps` or the environment. clap makes the two options mutually exclusive.
+    ///
+    /// Errors (exit 2): as [`Dsn::parse`]; a file that is missing, unreadable, not UTF-8 or
+    /// whose first line is empty, named by its path (its content is never shown).
+    pub fn from_args(database: Option<&str>, file: Option<&std::path::Path>) -> Result<Dsn> {
+        match file {
+            None => Dsn::parse(database.unwrap_or_default()),
+            Some(path) => {
+                let text = std::fs::read(path).map_err(|e| {
+                    input_error(format!(
+                        "cannot read the database URL file {}: {}",
+                        path.display(),
+                        std::io::Error::from(e.kind())
+                    ))
+                })?;
+                let text = String::from_utf8(text).map_err(|_| {
+                    input_error(format!(
+                        "the database URL file {} is not UTF-8 text",
+                        path.display()
+                    ))
+                })?;
+                let first = text.lines().next().unwrap_or_default().trim();
+                if first.is_empty() {
+                    return Err(input_error(format!(
+                        "the database URL file {} has no URL on its first line",
+                        path.display()
+                    )));
+                }
+                Dsn::parse(first)
+            }
+        }
+    }
+
     /// A SQLite DSN for a file path, created when missing (used by `demo`).
     pub fn sqlite_file(path: &std::path::Path, create: bool) -> Dsn {
         let mode = if create { "?mode=rwc" } else { "" };
@@ -233,6 +268,31 @@ mod tests {
         let err = Dsn::parse("oracle://u:pw@h/db").unwrap_err();
         assert_eq!(crate::error::exit_code(&err), 2);
         assert!(!err.to_string().contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn url_from_a_file_first_line_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("url");
+        std::fs::write(&path, "  postgres://u:hunter2@h/db  \nignored\n").unwrap();
+        let dsn = Dsn::from_args(None, Some(&path)).unwrap();
+        assert_eq!(dsn.expose(), "postgres://u:hunter2@h/db");
+        let missing = dir.path().join("nope");
+        let err = Dsn::from_args(None, Some(&missing)).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(
+            err.to_string().contains(&missing.display().to_string()),
+            "{err}"
+        );
+        std::fs::write(&path, "\npostgres://u:hunter2@h/db\n").unwrap();
+        let err = Dsn::from_args(None, Some(&path)).unwrap_err().to_string();
+        assert!(
+            err.contains("first line") && !err.contains("hunter2"),
+            "{err}"
+        );
+        std::fs::write(&path, "oracle://u:hunter2@h/db\n").unwrap();
+        let err = Dsn::from_args(None, Some(&path)).unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
     }
 
     #[test]

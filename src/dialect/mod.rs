@@ -393,6 +393,12 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
         None
     }
     // ---- end test support ----
+
+    // ---- predicate parsing ----
+    /// sqlparser-rs's dialect for this engine: what the mapping's predicates are parsed with
+    /// before any statement runs ([`crate::mapping::Mapping::check_predicates`]).
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect;
+    // ---- end predicate parsing ----
 }
 
 impl dyn SqlDialect {

@@ -423,6 +423,12 @@ impl SqlDialect for Mysql {
         Some(format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"))
     }
     // ---- end test support ----
+
+    // ---- predicate parsing ----
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::MySqlDialect {}
+    }
+    // ---- end predicate parsing ----
 }
 
 /// Splits `schema.table` (unquoted) into its schema, if any, and the table's name.

@@ -340,6 +340,12 @@ impl SqlDialect for Postgres {
         Some(format!("CREATE DATABASE {quoted}"))
     }
     // ---- end test support ----
+
+    // ---- predicate parsing ----
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::PostgreSqlDialect {}
+    }
+    // ---- end predicate parsing ----
 }
 
 #[cfg(test)]

@@ -1,55 +1,57 @@
 //! Identifier scanning for SQL text (the gate's statement statistics and the contract's
-//! dependency checks). Quoting itself is [`super::SqlDialect::quote_part`].
+//! dependency checks), with sqlparser-rs's tokenizer. Quoting itself is
+//! [`super::SqlDialect::quote_part`].
 
-/// The identifiers of an SQL text: bare words and quoted names (`"…"`, `` `…` ``, `[…]`),
-/// string literals and comments skipped.
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+/// The identifiers of an SQL text: bare words (keywords included) and quoted names (`"…"`,
+/// `` `…` ``, `[…]`), string literals, numbers and comments skipped.
+///
+/// Tokenized with sqlparser's SQLite dialect, the one that accepts all three quoting styles.
+/// A text the tokenizer rejects part-way (a statistics view truncates long statements, leaving
+/// an open quote) yields the identifiers before the rejected token.
 pub fn identifiers(sql: &str) -> Vec<String> {
-    let chars: Vec<char> = sql.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\'' => {
-                i += 1;
-                while i < chars.len() {
-                    if chars[i] == '\'' {
-                        if chars.get(i + 1) == Some(&'\'') {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            '"' | '`' | '[' => {
-                let close = if c == '[' { ']' } else { c };
-                let from = i + 1;
-                i += 1;
-                while i < chars.len() && chars[i] != close {
-                    i += 1;
-                }
-                out.push(chars[from..i.min(chars.len())].iter().collect());
-                i += 1;
-            }
-            '-' if chars.get(i + 1) == Some(&'-') => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            _ if c.is_alphanumeric() || c == '_' => {
-                let from = i;
-                while i < chars.len()
-                    && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
-                {
-                    i += 1;
-                }
-                out.push(chars[from..i].iter().collect());
-            }
-            _ => i += 1,
-        }
+    let dialect = SQLiteDialect {};
+    let mut tokens = Vec::new();
+    // An error leaves the tokens read so far in `tokens`: keep them.
+    let _ = Tokenizer::new(&dialect, sql)
+        .with_unescape(true)
+        .tokenize_with_location_into_buf(&mut tokens);
+    tokens
+        .into_iter()
+        .filter_map(|t| match t.token {
+            Token::Word(w) => Some(w.value),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identifiers;
+
+    #[test]
+    fn words_and_quoted_names_not_literals_or_comments() {
+        assert_eq!(
+            identifiers("SELECT \"Unread\", `b`, [c] FROM t -- x y\nWHERE k <> 'no pe' AND n = 5"),
+            ["SELECT", "Unread", "b", "c", "FROM", "t", "WHERE", "k", "AND", "n"]
+        );
     }
-    out
+
+    #[test]
+    fn a_truncated_text_keeps_what_came_before() {
+        assert_eq!(
+            identifiers("UPDATE m SET x = 'abc"),
+            ["UPDATE", "m", "SET", "x"]
+        );
+    }
+
+    #[test]
+    fn placeholders_and_doubled_quotes() {
+        assert_eq!(
+            identifiers("SELECT a FROM t WHERE b = $1 AND c = ? AND d = 'it''s'"),
+            ["SELECT", "a", "FROM", "t", "WHERE", "b", "AND", "c", "AND", "d"]
+        );
+    }
 }

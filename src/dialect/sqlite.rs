@@ -348,4 +348,10 @@ impl SqlDialect for Sqlite {
         )
     }
     // ---- end inspect ----
+
+    // ---- predicate parsing ----
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::SQLiteDialect {}
+    }
+    // ---- end predicate parsing ----
 }

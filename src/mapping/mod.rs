@@ -16,9 +16,11 @@ use std::path::Path;
 use crate::error::input_error;
 
 mod parse;
+mod predicates;
 mod validate;
 
 pub use parse::line_col;
+pub use predicates::{parse_predicate, PredicateSite};
 pub use validate::{check_identifier, check_predicate};
 
 /// A parsed and validated mapping.
@@ -36,6 +38,9 @@ pub struct Mapping {
     pub watermarks: Watermarks,
     /// SHA-256 (hex) of the normalised mapping: what the ledger keys audits and checkpoints by.
     pub fingerprint: String,
+    /// The SQL predicates with where each was written, for
+    /// [`Mapping::check_predicates`] (not part of the fingerprint).
+    pub predicates: Vec<PredicateSite>,
 }
 
 /// `[messages]`.
@@ -376,5 +381,37 @@ table = "read_watermarks"
         );
         assert_eq!(m.evidence[1], Evidence::Counter);
         assert!(m.evidence[1].source().is_none());
+    }
+
+    #[test]
+    fn a_bad_value_is_reported_at_its_key_line() {
+        // `id` is on line 4; the section header is line 2.
+        let e = err(&GOOD.replace("id = \"id\"", "id = 5"));
+        assert!(e.starts_with("t.toml:4:"), "{e}");
+        let e = err(&GOOD.replace("kind = \"counter\"", "kind = \"countr\""));
+        assert!(e.starts_with("t.toml:30:8: [[evidence]]"), "{e}");
+    }
+
+    #[test]
+    fn a_predicate_that_does_not_parse_is_named_with_its_line() {
+        use crate::dialect::Dialect;
+        let m = Mapping::parse(
+            &GOOD.replace("is_deleted = 0", "is_deleted = 0 AND"),
+            "t.toml",
+        );
+        let m = m.unwrap();
+        for d in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
+            let e = m.check_predicates(d).unwrap_err().to_string();
+            assert!(e.starts_with("t.toml:7:13: messages.countable: "), "{e}");
+            assert!(e.contains(d.name()), "{e}");
+        }
+        let m = Mapping::parse(&GOOD.replace("active = 1", "active = = 1"), "t.toml").unwrap();
+        let e = m
+            .check_predicates(Dialect::Postgres)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.toml:13:10: members.active: "), "{e}");
+        let good = Mapping::parse(GOOD, "t.toml").unwrap();
+        assert!(good.check_predicates(Dialect::Mysql).is_ok());
     }
 }

@@ -8,7 +8,8 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::{
-    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Mapping, Members, Messages, Watermarks,
+    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Mapping, Members, Messages,
+    PredicateSite, Watermarks,
 };
 use crate::error::input_error;
 
@@ -129,7 +130,32 @@ impl Mapping {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut predicates = Vec::new();
+        for (table, key, value) in [
+            (&raw.messages, "messages.countable", &messages.countable),
+            (
+                &raw.messages,
+                "messages.legacy_countable",
+                &messages.legacy_countable,
+            ),
+            (
+                raw.members.as_ref().unwrap_or(&raw.messages),
+                "members.active",
+                &members.as_ref().and_then(|m| m.active.clone()),
+            ),
+        ] {
+            if let Some(pred) = value {
+                let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
+                let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
+                predicates.push(PredicateSite {
+                    key: key.to_string(),
+                    text: pred.clone(),
+                    at: format!("{origin}:{line}:{col}"),
+                });
+            }
+        }
         Ok(Mapping {
+            predicates,
             messages,
             members,
             counter,
@@ -140,8 +166,8 @@ impl Mapping {
     }
 }
 
-/// Parses one section again on its own so that an error points into it (at the offending key
-/// when the message names one).
+/// Parses one section again on its own so that an error points into it: at the offending
+/// key's own line (toml's spans, [`toml::de::DeTable`]), or at the key the message names.
 fn section<T: for<'de> Deserialize<'de>>(
     loc: &Locator<'_>,
     table: &Spanned<toml::Table>,
@@ -154,12 +180,34 @@ fn section<T: for<'de> Deserialize<'de>>(
             .nth(1)
             .unwrap_or_default()
             .to_string();
-        let span = (!key.is_empty())
-            .then(|| find_key_span(loc.text, table.span(), &key))
-            .flatten()
+        let span = spanned_error::<T>(loc.text, table.span())
+            .or_else(|| {
+                (!key.is_empty())
+                    .then(|| find_key_span(loc.text, table.span(), &key))
+                    .flatten()
+            })
             .unwrap_or(table.span());
         loc.at(Some(span), &format!("[{name}]: {}", e.message()))
     })
+}
+
+/// The span toml gives the error of deserializing `T` from the section at `within` when it
+/// reads the section with spans (the key or value at fault), if it points past the
+/// section's start (its header).
+fn spanned_error<T: for<'de> Deserialize<'de>>(
+    text: &str,
+    within: Range<usize>,
+) -> Option<Range<usize>> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let found = doc.get_ref().values().find_map(|v| match v.get_ref() {
+        toml::de::DeValue::Table(_) if v.span() == within => Some(v.clone()),
+        toml::de::DeValue::Array(items) => items.iter().find(|i| i.span() == within).cloned(),
+        _ => None,
+    })?;
+    T::deserialize(toml::de::ValueDeserializer::from(found))
+        .err()?
+        .span()
+        .filter(|s| s.start > within.start)
 }
 
 /// 1-based line and column of a byte offset.

@@ -1,0 +1,275 @@
+//! Secrets (issue 13): with `--database-file PATH` the URL, and so the password, never shows in
+//! `ps` (the process's argv and environment), and nothing tidemark writes holds the password:
+//! not its standard output or error, the CSV report, the metrics file, the ledger rows, the
+//! drift rows table, `plan`'s statements, the backfill's and the contract's dry runs, nor a
+//! failing connection's message. On PostgreSQL and MariaDB, with a user the test creates with a
+//! distinctive password and connects as over 127.0.0.1 (whatever the server's authentication
+//! method is, the password is in the URL).
+
+use std::path::Path;
+
+use sqlx::Connection;
+use tidemark::db::text;
+
+use crate::common::bin::{command, run, Run};
+use crate::common::{exec_all, on_every_backend, Backend, TestDb};
+use crate::scenario;
+
+/// The password: distinctive enough that finding it anywhere is a leak.
+const PASSWORD: &str = "Zq7-quokka-PLINTH-4417";
+/// A scenario with drifting rows (the report and the drift rows table are not empty).
+const SCENARIO: &str = "S1b-duplicate-delivery-overcount";
+
+on_every_backend!(servers: the_password_is_never_written);
+
+/// The statements creating user `name` with every privilege on database `db`, and dropping it.
+fn user_sql(backend: Backend, db: &str, name: &str) -> (Vec<String>, String) {
+    match backend {
+        Backend::Postgres => (
+            vec![
+                format!("DROP ROLE IF EXISTS \"{name}\""),
+                format!("CREATE ROLE \"{name}\" LOGIN PASSWORD '{PASSWORD}'"),
+                format!("GRANT ALL ON DATABASE \"{db}\" TO \"{name}\""),
+                format!("GRANT ALL ON SCHEMA public TO \"{name}\""),
+                format!("GRANT ALL ON ALL TABLES IN SCHEMA public TO \"{name}\""),
+                format!("GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO \"{name}\""),
+            ],
+            format!("DROP OWNED BY \"{name}\"; DROP ROLE IF EXISTS \"{name}\""),
+        ),
+        _ => (
+            vec![
+                format!("DROP USER IF EXISTS '{name}'@'%'"),
+                format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{PASSWORD}'"),
+                format!("GRANT ALL ON `{db}`.* TO '{name}'@'%'"),
+            ],
+            format!("DROP USER IF EXISTS '{name}'@'%'"),
+        ),
+    }
+}
+
+/// `url` with user `name`, the password, and host 127.0.0.1.
+fn url_as(url: &str, name: &str) -> String {
+    let mut u = url::Url::parse(url).unwrap();
+    u.set_username(name).unwrap();
+    u.set_password(Some(PASSWORD)).unwrap();
+    u.set_host(Some("127.0.0.1")).unwrap();
+    u.to_string()
+}
+
+/// Every row of every `tidemark_` table and of the watermark table, each column as text.
+async fn tidemark_rows(conn: &mut sqlx::AnyConnection, backend: Backend, db: &str) -> String {
+    let (schema, cast) = match backend {
+        Backend::Postgres => ("'public'".to_string(), "TEXT"),
+        _ => (format!("'{db}'"), "CHAR"),
+    };
+    let tables: Vec<String> = sqlx::query(&format!(
+        "SELECT CAST(table_name AS {cast}) FROM information_schema.tables \
+         WHERE table_schema = {schema} AND (table_name LIKE 'tidemark%' OR table_name = '{}')",
+        scenario::WATERMARK_TABLE
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| text(r, 0).unwrap().unwrap_or_default())
+    .collect();
+    assert!(tables.iter().any(|t| t == "tidemark_ledger"), "{tables:?}");
+    let mut all = String::new();
+    for t in tables {
+        let cols: Vec<String> = sqlx::query(&format!(
+            "SELECT CAST(column_name AS {cast}) FROM information_schema.columns \
+             WHERE table_schema = {schema} AND table_name = '{t}'"
+        ))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| text(r, 0).unwrap().unwrap_or_default())
+        .collect();
+        let q = |c: &str| match backend {
+            Backend::Postgres => format!("\"{c}\""),
+            _ => format!("`{c}`"),
+        };
+        let list: Vec<String> = cols
+            .iter()
+            .map(|c| format!("COALESCE(CAST({} AS {cast}), '')", q(c)))
+            .collect();
+        for row in sqlx::query(&format!("SELECT {} FROM {}", list.join(", "), q(&t)))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+        {
+            for i in 0..cols.len() {
+                all.push_str(&text(&row, i).unwrap().unwrap_or_default());
+                all.push('|');
+            }
+            all.push('\n');
+        }
+    }
+    all
+}
+
+/// Runs `tidemark args… --database-file url.txt --mapping m.toml` in `dir`.
+fn with_file(dir: &Path, args: &[&str]) -> Run {
+    let mut all = args.to_vec();
+    all.extend(["--database-file", "url.txt", "--mapping", "m.toml"]);
+    run(dir, &all)
+}
+
+async fn the_password_is_never_written(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "secrets").await else {
+        return;
+    };
+    let mut admin = db.connect().await;
+    exec_all(&mut admin, &scenario::schema_sql()).await;
+    let s = scenario::load_all()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == SCENARIO)
+        .unwrap();
+    exec_all(&mut admin, &scenario::data_sql(&s, 0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("m.toml"), s.mapping_toml()).unwrap();
+    // expand as the admin: the user then gets every privilege on what it created.
+    run(d, &["expand", "--database", &db.url, "--mapping", "m.toml"]).expect_code(0);
+    let user = format!("tm_secret_{}", std::process::id());
+    let (create, drop) = user_sql(backend, &db.name, &user);
+    exec_all(&mut admin, &create).await;
+    let url = url_as(&db.url, &user);
+    std::fs::write(d.join("url.txt"), format!("{url}\n")).unwrap();
+
+    let mut seen = String::new();
+    fn keep(seen: &mut String, what: &str, r: &Run) {
+        seen.push_str(&format!("== {what}\n{}\n{}\n", r.stdout, r.stderr));
+    }
+
+    // `ps`: a backfill held by its pause file shows neither the URL nor the password in its
+    // argv or environment.
+    std::fs::write(d.join("pause"), "").unwrap();
+    let child = command()
+        .args([
+            "backfill",
+            "--database-file",
+            "url.txt",
+            "--mapping",
+            "m.toml",
+            "--pause-file",
+            "pause",
+        ])
+        .current_dir(d)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for part in ["cmdline", "environ"] {
+        let bytes = std::fs::read(format!("/proc/{}/{part}", child.id())).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(PASSWORD),
+            "/proc/…/{part} holds the password"
+        );
+    }
+    std::fs::remove_file(d.join("pause")).unwrap();
+    let bf: Run = child.wait_with_output().unwrap().into();
+    bf.expect_code(0);
+    keep(&mut seen, "backfill", &bf);
+
+    let r = with_file(d, &["backfill", "--dry-run", "--restart"]);
+    r.expect_code(0);
+    keep(&mut seen, "backfill --dry-run", &r);
+    let r = with_file(
+        d,
+        &[
+            "audit",
+            "--report",
+            "report.csv",
+            "--metrics-file",
+            "metrics.prom",
+            "--store-rows",
+            "--quiet",
+        ],
+    );
+    r.expect_code(1); // the scenario drifts
+    keep(&mut seen, "audit", &r);
+    let r = with_file(
+        d,
+        &["audit", "--format", "json", "--report", "r2.csv", "--quiet"],
+    );
+    keep(&mut seen, "audit --format json", &r);
+    for cmd in ["status", "plan", "contract"] {
+        let r = with_file(d, &[cmd]);
+        assert!(matches!(r.code, Some(0 | 1)), "{cmd}: {r:?}");
+        keep(&mut seen, cmd, &r);
+    }
+    assert!(
+        seen.contains("DROP") || seen.contains("drop"),
+        "no dry-run DDL seen:\n{seen}"
+    );
+
+    // Failing connections: no server on the port; a database that does not exist; a wrong
+    // password for the user (the password shown is the wrong one: neither may appear).
+    let mut bad = url::Url::parse(&url).unwrap();
+    bad.set_port(Some(1)).unwrap();
+    let mut no_db = url::Url::parse(&url).unwrap();
+    no_db.set_path("/tm_no_such_database");
+    for (what, bad_url) in [
+        ("port 1", bad.to_string()),
+        ("no database", no_db.to_string()),
+    ] {
+        std::fs::write(d.join("bad.txt"), &bad_url).unwrap();
+        let r = run(
+            d,
+            &[
+                "status",
+                "--database-file",
+                "bad.txt",
+                "--mapping",
+                "m.toml",
+            ],
+        );
+        assert_eq!(r.code, Some(3), "{what}: {r:?}");
+        keep(&mut seen, what, &r);
+        let r = run(d, &["audit", "--database", &bad_url, "--mapping", "m.toml"]);
+        assert_eq!(r.code, Some(3), "{what} (--database): {r:?}");
+        keep(&mut seen, what, &r);
+    }
+    // A file whose URL has an unknown scheme, and a missing file: exit 2, content not shown.
+    std::fs::write(d.join("odd.txt"), url.replacen("://", "x://", 1)).unwrap();
+    for file in ["odd.txt", "missing.txt"] {
+        let r = run(
+            d,
+            &["status", "--database-file", file, "--mapping", "m.toml"],
+        );
+        r.expect_code(2);
+        assert!(r.stderr.contains(file) || file == "odd.txt", "{r:?}");
+        keep(&mut seen, file, &r);
+    }
+
+    for file in ["report.csv", "r2.csv", "metrics.prom"] {
+        let text = std::fs::read_to_string(d.join(file)).unwrap();
+        assert!(!text.is_empty(), "{file} is empty");
+        seen.push_str(&format!("== {file}\n{text}\n"));
+    }
+    let rows = tidemark_rows(&mut admin, backend, &db.name).await;
+    assert!(
+        rows.contains("overcount") || rows.contains("report"),
+        "{rows}"
+    );
+    seen.push_str(&rows);
+    assert!(
+        !seen.contains(PASSWORD),
+        "the password leaked:\n{}",
+        seen.lines()
+            .filter(|l| l.contains(PASSWORD) || l.starts_with("=="))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    for sql in drop.split("; ") {
+        let _ = sqlx::query(sql).execute(&mut admin).await;
+    }
+    let _ = admin.close().await;
+    db.cleanup().await;
+}
