@@ -16,9 +16,11 @@ use std::path::Path;
 use crate::error::input_error;
 
 mod parse;
+mod policy;
 mod validate;
 
 pub use parse::line_col;
+pub use policy::EvidencePolicy;
 pub use validate::{check_identifier, check_predicate};
 
 /// A parsed and validated mapping.
@@ -34,6 +36,8 @@ pub struct Mapping {
     pub evidence: Vec<Evidence>,
     /// The watermark table that `expand` creates.
     pub watermarks: Watermarks,
+    /// `[backfill] policy`: how the backfill chooses among evidence values.
+    pub policy: EvidencePolicy,
     /// SHA-256 (hex) of the normalised mapping: what the ledger keys audits and checkpoints by.
     pub fingerprint: String,
 }

@@ -384,7 +384,7 @@ pub async fn run(
 /// above 10^11 (after 1973 in ms, beyond 5138 in s).
 ///
 /// Errors (exit 2): the mapping has no `messages.created_at`.
-async fn quiescence(
+pub(crate) async fn quiescence(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,

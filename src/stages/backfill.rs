@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,12 +21,15 @@ use crate::error::input_error;
 use crate::ledger::records::BackfillOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
-use crate::mapping::{EvidenceKind, Mapping};
+use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
 use crate::progress::Reporter;
 use crate::schema::{self, KeyKind};
 
 /// Rows per upsert statement: 4 parameters a row stays below SQLite's 32 766 bind limit.
 const UPSERT_CHUNK: usize = 5000;
+
+/// The settle time when none is given: longer than an application transaction stays open.
+pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_secs(300);
 
 /// Options of a backfill run.
 #[derive(Debug, Clone)]
@@ -61,6 +64,25 @@ pub struct BackfillOptions {
     /// Count, after each batch, the rows whose unread number will change once the counters are
     /// gone (the audit's statement for the batch: about one audit's time in all).
     pub count_changes: bool,
+    /// Settle time (semantics.md "Backfill", settle time): a watermark derived as "everything
+    /// up to the newest message" (a counter k <= 0, a timestamp, an own message) is not
+    /// written for a conversation with a message younger than this (a position allocated by a
+    /// transaction that has not committed yet would be covered); such conversations are left
+    /// for a later run and counted. Needs `messages.created_at`; zero turns it off.
+    pub settle_time: Duration,
+}
+
+/// How the settle time applies to a run.
+#[derive(Debug, Clone, Default)]
+enum Settle {
+    /// Off (`--settle-time 0`), or no derived evidence in the mapping.
+    #[default]
+    Off,
+    /// The mapping derives watermarks but has no creation time: not guarded.
+    Unguarded,
+    /// SQL over `{col}` (a conversation key) true when the conversation has no message younger
+    /// than the settle time; with the settle time in seconds.
+    Quiet(String, u64),
 }
 
 impl Default for BackfillOptions {
@@ -79,6 +101,7 @@ impl Default for BackfillOptions {
             retries: 5,
             stop: None,
             count_changes: true,
+            settle_time: DEFAULT_SETTLE_TIME,
         }
     }
 }
@@ -118,6 +141,22 @@ pub struct BackfillSummary {
     /// Counter rows (per message: messages) whose unread number will differ once the counters
     /// are gone: the stored value differs from the one recomputed from the new watermarks.
     pub unread_changes: u64,
+    /// The settle time in seconds this run left young conversations out with (semantics.md
+    /// "Backfill", settle time); `None` when off or not possible (no `messages.created_at`).
+    #[serde(default)]
+    pub settle_time_s: Option<u64>,
+    /// The mapping derives watermarks as "everything up to the newest message" (counter,
+    /// timestamp or own message evidence) but has no `messages.created_at`: a position whose
+    /// transaction had not committed yet may be covered (the hazard is not guarded).
+    #[serde(default)]
+    pub settle_unguarded: bool,
+    /// Conversations with a message younger than the settle time whose members' derived
+    /// watermarks were left for a later run (counted once per batch that met them).
+    #[serde(default)]
+    pub left_unsettled: u64,
+    /// Members left without a watermark for that reason (run the backfill again later).
+    #[serde(default)]
+    pub left_unsettled_members: u64,
     /// When this run continued an interrupted one: the batches that run had finished.
     pub resumed_after_batches: Option<u64>,
     /// Stopped by Ctrl-C before the last batch (run again to continue).
@@ -179,6 +218,7 @@ pub async fn run(
         let (u, c) = schema::watermark_key_types(conn, mapping, &ctx).await?;
         (u.kind, c.kind)
     };
+    let settle = settle_predicate(conn, mapping, dialect, opts.settle_time).await?;
     if opts.dry_run {
         return run_batches(
             conn,
@@ -187,6 +227,7 @@ pub async fn run(
             opts,
             user_kind,
             conv_kind,
+            &settle,
             None,
             None,
             BackfillSummary::default(),
@@ -205,6 +246,7 @@ pub async fn run(
             opts,
             user_kind,
             conv_kind,
+            &settle,
             Some(id),
             lo,
             summary,
@@ -240,6 +282,42 @@ pub async fn run(
     .await;
     let _ = lock.release(conn).await;
     result
+}
+
+/// The settle-time guard of this run (semantics.md "Backfill", settle time): the audit's
+/// `--min-age` predicate ("no message of the conversation younger than X", the dialect's
+/// `seconds_ago` or a Unix-time literal for an integer `created_at`) when the mapping has
+/// `messages.created_at`, the settle time is not zero and some evidence is derived (counter,
+/// timestamp, own message); `Unguarded` when such evidence exists without a creation time.
+async fn settle_predicate(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    settle_time: Duration,
+) -> Result<Settle> {
+    let derived = mapping
+        .evidence
+        .iter()
+        .any(|e| e.kind() != EvidenceKind::Position);
+    if !derived {
+        return Ok(Settle::Off);
+    }
+    if mapping.messages.created_at.is_none() {
+        return Ok(Settle::Unguarded);
+    }
+    if settle_time.is_zero() {
+        return Ok(Settle::Off);
+    }
+    let secs = settle_time.as_secs().max(1);
+    let (quiet, _) = super::audit::quiescence(
+        conn,
+        mapping,
+        dialect,
+        &Scope::default(),
+        Duration::from_secs(secs),
+    )
+    .await?;
+    Ok(Settle::Quiet(quiet, secs))
 }
 
 /// The runner lock of backfills of this mapping.
@@ -322,11 +400,17 @@ async fn run_batches(
     opts: &BackfillOptions,
     user_kind: KeyKind,
     conv_kind: KeyKind,
+    settle: &Settle,
     ledger_id: Option<i64>,
     mut lo: Option<Key>,
     mut summary: BackfillSummary,
     lock: Option<&RunnerLock>,
 ) -> Result<BackfillSummary> {
+    match settle {
+        Settle::Off => summary.settle_time_s = None,
+        Settle::Unguarded => summary.settle_unguarded = true,
+        Settle::Quiet(_, secs) => summary.settle_time_s = Some(*secs),
+    }
     let total = count_subjects(conn, ctx).await?;
     let mut progress = opts
         .progress
@@ -369,7 +453,7 @@ async fn run_batches(
             let mut next = loop {
                 let mut attempt = summary.clone();
                 let step = async {
-                    let planned = plan_batch(conn, ctx, mapping, &batch, user_kind, conv_kind, &mut attempt).await?;
+                    let planned = plan_batch(conn, ctx, mapping, settle, &batch, user_kind, conv_kind, &mut attempt).await?;
                     count_planned(&planned, &batch, &mut attempt);
                     if let Some(id) = ledger_id {
                         let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: attempt.clone() };
@@ -512,16 +596,21 @@ async fn plan_batch(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     mapping: &Mapping,
+    settle: &Settle,
     batch: &Batch,
     user_kind: KeyKind,
     conv_kind: KeyKind,
     summary: &mut BackfillSummary,
 ) -> Result<Vec<Planned>> {
     let range = batch.params(ctx.dialect, 1);
+    let quiet = match settle {
+        Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_s.conv")),
+        _ => None,
+    };
     let evidence_sql = render(
         "backfill_evidence.sql",
         ctx,
-        minijinja::context! { range => range },
+        minijinja::context! { range => range, quiet => quiet },
     )?;
     let has_counter = ctx.has_evidence(EvidenceKind::Counter);
     begin_snapshot(conn, ctx.dialect).await?;
@@ -571,6 +660,15 @@ async fn plan_batch(
         }
     };
     let mut planned = Vec::with_capacity(rows.len());
+    let mut unsettled_convs: HashSet<Key> = HashSet::new();
+    // The order evidence is considered in: the mapping's, except that under the "highest"
+    // policy a counter comes after every position-space source (it only fills a watermark
+    // none of them gives).
+    let highest = mapping.policy == EvidencePolicy::Highest;
+    let mut order: Vec<usize> = (0..mapping.evidence.len()).collect();
+    if highest {
+        order.sort_by_key(|&i| mapping.evidence[i].kind() == EvidenceKind::Counter);
+    }
     for row in &rows {
         let conv = Key::read(row, 0, conv_kind)?;
         let usr = Key::read(row, 1, user_kind)?;
@@ -581,19 +679,33 @@ async fn plan_batch(
         // and is never evidence, and their own messages are not either (semantics.md
         // "Backfill", scenario S10).
         let active = row.try_get::<i64, _>("is_active")? != 0;
+        // A conversation with a message younger than the settle time may hide a position
+        // allocated by a transaction that has not committed: no "everything up to the newest
+        // message" derivation for it in this run (semantics.md "Backfill", settle time).
+        let unsettled = quiet.is_some() && row.try_get::<i64, _>("unsettled")? != 0;
+        let mut held = false;
         let mut chosen: Option<(i64, EvidenceKind)> = None;
         let mut own: Option<i64> = None;
-        for (i, e) in mapping.evidence.iter().enumerate() {
+        for &i in &order {
+            let e = &mapping.evidence[i];
             let v: Option<i64> = row.try_get(3 + i)?;
             match e.kind() {
                 EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
+                EvidenceKind::OwnMessage if unsettled => held |= v.is_some(),
                 EvidenceKind::OwnMessage => own = v,
+                EvidenceKind::Timestamp if unsettled => held |= v.is_some(),
+                // "highest": the largest position-space value, the first of equal ones.
+                EvidenceKind::Position | EvidenceKind::Timestamp if highest => {
+                    if let Some(v) = v.filter(|v| chosen.is_none_or(|(c, _)| *v > c)) {
+                        chosen = Some((v, e.kind()));
+                    }
+                }
                 _ if chosen.is_some() => {}
                 EvidenceKind::Position | EvidenceKind::Timestamp => {
                     chosen = v.map(|v| (v, e.kind()))
                 }
                 EvidenceKind::Counter => {
-                    if let Some(k) = v {
+                    if let Some(k) = v.filter(|k| !(unsettled && *k <= 0 && existing.is_none())) {
                         let (rank_pos, representable) = ranks
                             .get(&(conv.clone(), usr.clone()))
                             .cloned()
@@ -608,6 +720,8 @@ async fn plan_batch(
                             summary.unrepresentable_counters += 1;
                         }
                         chosen = Some((value, EvidenceKind::Counter));
+                    } else if v.is_some() {
+                        held = true;
                     }
                 }
             }
@@ -633,10 +747,15 @@ async fn plan_batch(
                 source,
                 existing,
             }),
+            None if held => {
+                summary.left_unsettled_members += 1;
+                unsettled_convs.insert(conv);
+            }
             None if !active => summary.left_without_evidence += 1,
             None => summary.no_evidence += 1,
         }
     }
+    summary.left_unsettled += unsettled_convs.len() as u64;
     Ok(planned)
 }
 
@@ -696,8 +815,16 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
         hi: Some(dialect.placeholder(4)),
         ..Default::default()
     };
+    let read = match mapping.policy {
+        EvidencePolicy::First => {
+            "read, in a REPEATABLE READ snapshot: members and their evidence (policy \"first\": the first evidence with a value wins)"
+        }
+        EvidencePolicy::Highest => {
+            "read, in a REPEATABLE READ snapshot: members and their evidence (policy \"highest\": the highest position, timestamp or own message wins; the counter only fills a missing watermark)"
+        }
+    };
     let mut out = vec![(
-        "read, in a REPEATABLE READ snapshot: members and their evidence",
+        read,
         render(
             "backfill_evidence.sql",
             &ctx,

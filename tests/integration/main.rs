@@ -26,6 +26,7 @@ mod scenario;
 
 mod audit;
 mod backfill;
+mod backfill_policy;
 mod cli;
 mod column_types;
 mod contract;
