@@ -423,6 +423,9 @@ async fn run_batches(
         max.min(1000)
     };
     let started = Instant::now();
+    // Time spent paused (pause file, lock backoff, --pause-between-batches): not active time,
+    // so it never counts toward --max-rows-per-second (issue 13 row 1).
+    let mut paused = Duration::ZERO;
     let members_at_start = summary.members;
     let result: Result<()> = async {
         loop {
@@ -431,6 +434,7 @@ async fn run_batches(
                 break;
             }
             if let Some(path) = &opts.pause_file {
+                let pause_started = Instant::now();
                 while path.exists() {
                     progress.message(&format!("paused: {} exists", path.display()));
                     if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
@@ -438,6 +442,7 @@ async fn run_batches(
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
+                paused += pause_started.elapsed();
                 progress.message("");
             }
             let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size, &Scope::default()).await? else {
@@ -469,6 +474,7 @@ async fn run_batches(
                             summary.retried_batches += 1;
                             progress.message(&format!("lock wait, retrying in {} ms", delay.as_millis()));
                             tokio::time::sleep(delay).await;
+                            paused += delay;
                         }
                         None => {
                             return Err(e.context(format!(
@@ -505,7 +511,10 @@ async fn run_batches(
                     match step {
                         Ok(n) => break n,
                         Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
-                            Some(delay) => tokio::time::sleep(delay).await,
+                            Some(delay) => {
+                                tokio::time::sleep(delay).await;
+                                paused += delay;
+                            }
                             None => return Err(e),
                         },
                         Err(e) => return Err(e),
@@ -530,16 +539,18 @@ async fn run_batches(
             }
             // Throttle.
             if let Some(limit) = opts.max_rows_per_second.filter(|l| *l > 0.0) {
-                let done = (summary.members - members_at_start) as f64;
-                let ahead = done / limit - started.elapsed().as_secs_f64();
-                if ahead > 0.0 {
+                let done = summary.members - members_at_start;
+                let active = started.elapsed().saturating_sub(paused);
+                let ahead = throttle_delay(done, active, limit);
+                if !ahead.is_zero() {
                     progress.message(&format!("throttled: --max-rows-per-second {limit}"));
-                    tokio::time::sleep(Duration::from_secs_f64(ahead)).await;
+                    tokio::time::sleep(ahead).await;
                 }
             }
             if !opts.pause_between_batches.is_zero() {
                 progress.message("pause between batches");
                 tokio::time::sleep(opts.pause_between_batches).await;
+                paused += opts.pause_between_batches;
             }
         }
         Ok(())
@@ -547,6 +558,22 @@ async fn run_batches(
     .await;
     progress.finish();
     result.map(|()| summary)
+}
+
+/// How long the throttle waits so that `rows` done in `active` time (wall time minus the time
+/// paused: pause file, lock backoff, `--pause-between-batches`) stay at or below `limit` rows
+/// per second. Over active time, a pause builds up no allowance: no burst after it (issue 13
+/// row 1). Zero when the run is at or below the limit, or the limit is not positive.
+pub fn throttle_delay(rows: u64, active: Duration, limit: f64) -> Duration {
+    if limit <= 0.0 || !limit.is_finite() {
+        return Duration::ZERO;
+    }
+    let ahead = rows as f64 / limit - active.as_secs_f64();
+    if ahead > 0.0 {
+        Duration::from_secs_f64(ahead)
+    } else {
+        Duration::ZERO
+    }
 }
 
 /// Rows of a batch whose stored counter differs from the unread recomputed from the
@@ -850,4 +877,41 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
         )?,
     ));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::throttle_delay;
+    use std::time::Duration;
+
+    #[test]
+    fn throttle_holds_over_active_time() {
+        // 100 rows at 25/s need 4 s of active time.
+        assert_eq!(
+            throttle_delay(100, Duration::from_secs(1), 25.0),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            throttle_delay(100, Duration::from_secs(4), 25.0),
+            Duration::ZERO
+        );
+        assert_eq!(
+            throttle_delay(100, Duration::from_secs(9), 25.0),
+            Duration::ZERO
+        );
+        assert_eq!(throttle_delay(100, Duration::ZERO, 0.0), Duration::ZERO);
+        assert_eq!(throttle_delay(100, Duration::ZERO, -1.0), Duration::ZERO);
+    }
+
+    /// Issue 13 row 1: 1 s of work, then the pause file for 8 s, then 200 rows more. Over wall
+    /// time (9 s, allowance 225 rows) the 225 rows would pass at once: a burst. Over active
+    /// time (1 s) the throttle waits until 9 s of active time have passed.
+    #[test]
+    fn no_burst_after_a_pause() {
+        let wall = Duration::from_secs(9);
+        let paused = Duration::from_secs(8);
+        let active = wall.saturating_sub(paused);
+        assert_eq!(throttle_delay(225, wall, 25.0), Duration::ZERO);
+        assert_eq!(throttle_delay(225, active, 25.0), Duration::from_secs(8));
+    }
 }

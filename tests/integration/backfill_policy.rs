@@ -128,7 +128,9 @@ async fn settle_time_uncommitted_position(backend: Backend) {
     tidemark::render::text::backfill(&mut text, &first, false).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
-        text.contains("left 1 conversations (1 members) with messages younger than the settle time (2s)"),
+        text.contains(
+            "left 1 conversations (1 members) with messages younger than the settle time (2s)"
+        ),
         "{text}"
     );
 
@@ -177,7 +179,10 @@ async fn settle_time_unguarded(backend: Backend) {
         .unwrap();
     assert!(s.settle_unguarded, "{s:?}");
     assert_eq!(s.settle_time_s, None);
-    assert_eq!(watermark_of_a(&mut conn).await, Some((100, "counter".into())));
+    assert_eq!(
+        watermark_of_a(&mut conn).await,
+        Some((100, "counter".into()))
+    );
     let mut text = Vec::new();
     tidemark::render::text::backfill(&mut text, &s, false).unwrap();
     let text = String::from_utf8(text).unwrap();
@@ -194,7 +199,10 @@ async fn settle_time_unguarded(backend: Backend) {
         .await
         .unwrap();
     assert!(!s.settle_unguarded && s.left_unsettled == 0, "{s:?}");
-    assert_eq!(watermark_of_a(&mut conn).await, Some((100, "counter".into())));
+    assert_eq!(
+        watermark_of_a(&mut conn).await,
+        Some((100, "counter".into()))
+    );
     drop(conn);
     db.cleanup().await;
 }
@@ -234,7 +242,9 @@ async fn evidence_policy(backend: Backend) {
         );
         // The receipt first, the counter second (scenario mapping), the timestamp last.
         let m = mapping(true, &extra);
-        expand::run(&mut conn, &m, dsn.dialect, false).await.unwrap();
+        expand::run(&mut conn, &m, dsn.dialect, false)
+            .await
+            .unwrap();
         let s = backfill::run(&mut conn, &m, dsn.dialect, &Default::default())
             .await
             .unwrap();
@@ -244,7 +254,11 @@ async fn evidence_policy(backend: Backend) {
             "{backend:?} policy {policy:?}: {s:?}"
         );
         let plan = backfill::statements(&m, dsn.dialect).unwrap();
-        let name = if policy.contains("highest") { "highest" } else { "first" };
+        let name = if policy.contains("highest") {
+            "highest"
+        } else {
+            "first"
+        };
         assert!(
             plan[0].0.contains(&format!("policy \"{name}\"")),
             "{}",
@@ -266,12 +280,18 @@ fn evidence_policy_bad_value() {
     let err = Mapping::parse(&text, "m.toml").unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.starts_with(&format!("m.toml:{line}:")), "{msg}");
-    assert!(msg.contains("\"first\"") && msg.contains("\"highest\""), "{msg}");
+    assert!(
+        msg.contains("\"first\"") && msg.contains("\"highest\""),
+        "{msg}"
+    );
     assert_eq!(tidemark::error::exit_code(&err), 2, "{msg}");
     let unknown = format!(
         "{}\n[backfill]\norder = \"first\"\n",
         scenario::mapping_toml("per_member", false)
     );
     let err = Mapping::parse(&unknown, "m.toml").unwrap_err();
-    assert!(format!("{err:#}").contains("unknown key `order`"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("unknown key `order`"),
+        "{err:#}"
+    );
 }
