@@ -91,6 +91,7 @@ pub(super) fn count_planned(planned: &[Planned], batch: &Batch, summary: &mut Ba
 }
 
 /// Reads one batch's evidence in a consistent snapshot and chooses each member's watermark.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn plan_batch(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
@@ -192,6 +193,14 @@ pub(super) async fn plan_batch(
                 EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
                 EvidenceKind::OwnMessage if unsettled => held |= v.is_some(),
                 EvidenceKind::OwnMessage => own = v,
+                // Under "first", a held source ahead of the rest decides: nothing is written
+                // now, so that the later run chooses as a settled one would.
+                EvidenceKind::Timestamp if unsettled && v.is_some() && !highest => {
+                    if chosen.is_none() {
+                        held = true;
+                        break;
+                    }
+                }
                 EvidenceKind::Timestamp if unsettled => held |= v.is_some(),
                 // "highest": the largest position-space value, the first of equal ones.
                 EvidenceKind::Position | EvidenceKind::Timestamp if highest => {
@@ -221,6 +230,7 @@ pub(super) async fn plan_batch(
                         chosen = Some((value, EvidenceKind::Counter));
                     } else if v.is_some() {
                         held = true;
+                        break;
                     }
                 }
             }
