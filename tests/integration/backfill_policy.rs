@@ -11,7 +11,11 @@ use tidemark::mapping::Mapping;
 use tidemark::stages::{backfill, expand};
 
 on_every_backend!(servers: settle_time_uncommitted_position);
-on_every_backend!(settle_time_unguarded, evidence_policy);
+on_every_backend!(
+    settle_time_unguarded,
+    evidence_policy,
+    settle_time_keeps_the_order
+);
 
 /// Unix seconds now.
 fn now_s() -> i64 {
@@ -294,4 +298,69 @@ fn evidence_policy_bad_value() {
         format!("{err:#}").contains("unknown key `order`"),
         "{err:#}"
     );
+}
+
+/// A derived source listed ahead of a position (a last-viewed time, then the receipt) in a
+/// conversation with a fresh message: under "first" nothing is written now (the receipt must
+/// not stand in for the time that will win once settled); under "highest" the receipt is
+/// written and the later run may raise it. With the settle time off, the time wins at once.
+async fn settle_time_keeps_the_order(backend: Backend) {
+    for (policy, settle, want) in [
+        ("first", Duration::from_secs(300), None),
+        ("highest", Duration::from_secs(300), Some((5, "position"))),
+        ("first", Duration::ZERO, Some((9, "timestamp"))),
+    ] {
+        let Some(db) = TestDb::create(backend, "bf_order").await else {
+            return;
+        };
+        let dsn = Dsn::parse(&db.url).unwrap();
+        let mut conn = db.connect().await;
+        crate::common::exec_all(&mut conn, &scenario::schema_sql()).await;
+        let mut rows: Vec<String> = (1..=10)
+            .map(|id| format!("(1, {id}, 'b', 0, 0, {}, NULL)", 1000 + id))
+            .collect();
+        rows.push(format!("(1, 11, 'b', 0, 0, {}, NULL)", now_s()));
+        let stmts = vec![
+            format!(
+                "INSERT INTO messages (conv_id, id, sender_id, is_deleted, is_system, created_at, unread_count) VALUES {}",
+                rows.join(", ")
+            ),
+            "INSERT INTO members (conv_id, user_id, active, join_position) VALUES (1, 'a', 1, NULL)".into(),
+            "INSERT INTO read_receipts (conv_id, user_id, message_id) VALUES (1, 'a', 5)".into(),
+            "CREATE TABLE last_viewed (conv_id BIGINT NOT NULL, user_id VARCHAR(64) NOT NULL, viewed_at BIGINT NULL)".into(),
+            "INSERT INTO last_viewed (conv_id, user_id, viewed_at) VALUES (1, 'a', 1009)".into(),
+        ];
+        crate::common::exec_all(&mut conn, &stmts).await;
+        let text = scenario::mapping_toml("per_member", false)
+            .replacen(
+                "sender = \"sender_id\"",
+                "sender = \"sender_id\"\ncreated_at = \"created_at\"",
+                1,
+            )
+            .replacen(
+                "[[evidence]]",
+                "[[evidence]]\nkind = \"timestamp\"\ntable = \"last_viewed\"\nuser = \"user_id\"\nconversation = \"conv_id\"\ncolumn = \"viewed_at\"\n\n[[evidence]]",
+                1,
+            )
+            + &format!("\n[backfill]\npolicy = \"{policy}\"\n");
+        let m = Mapping::parse(&text, "order").unwrap();
+        expand::run(&mut conn, &m, dsn.dialect, false)
+            .await
+            .unwrap();
+        let opts = backfill::BackfillOptions {
+            settle_time: settle,
+            ..Default::default()
+        };
+        let s = backfill::run(&mut conn, &m, dsn.dialect, &opts)
+            .await
+            .unwrap();
+        assert_eq!(
+            watermark_of_a(&mut conn).await,
+            want.map(|(v, src)| (v, src.to_string())),
+            "{backend:?} policy {policy} settle {settle:?}: {s:?}"
+        );
+        assert_eq!(s.left_unsettled, u64::from(want.is_none()), "{s:?}");
+        drop(conn);
+        db.cleanup().await;
+    }
 }
