@@ -9,7 +9,10 @@
                    highest position; 0 < k is resolved by backfill_counter_rank.sql
       own_message: the member's own newest message (a lower bound)
     A member who is not active (left) keeps only position and timestamp evidence: tidemark
-    ignores their counter and own messages (semantics.md "Backfill"). -#}
+    ignores their counter and own messages (semantics.md "Backfill").
+    With a settle time (`quiet`: the audit's --min-age predicate over tm_s.conv), `unsettled`
+    is 1 for a conversation with a message younger than it: tidemark derives no "everything up
+    to the newest message" watermark there in this run (semantics.md "Backfill", settle time). -#}
 {% import "macros.sql" as m %}
 SELECT tm_s.conv AS conv, tm_s.usr AS usr,
        CAST(tm_w.last_read_id AS {{ int }}) AS existing,
@@ -36,6 +39,9 @@ SELECT tm_s.conv AS conv, tm_s.usr AS usr,
        (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
          WHERE tm_m.{{ msg.conv }} = tm_s.conv) AS max_pos,
        CAST(tm_s.is_active AS {{ int }}) AS is_active
+{% if quiet is defined and quiet %}
+       , CASE WHEN {{ quiet }} THEN 0 ELSE 1 END AS unsettled
+{% endif %}
 FROM ({% include "subjects.sql" %}) tm_s
 LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_s.conv AND tm_w.user_id = tm_s.usr
 ORDER BY tm_s.conv, tm_s.usr

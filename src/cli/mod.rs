@@ -103,6 +103,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 retries: args.retries,
                 stop: Some(stop),
                 count_changes: !args.skip_change_count,
+                settle_time: args.settle_time.into(),
             };
             let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
             let statements = if args.dry_run {

@@ -16,10 +16,12 @@ use std::path::Path;
 use crate::error::input_error;
 
 mod parse;
+mod policy;
 mod predicates;
 mod validate;
 
 pub use parse::line_col;
+pub use policy::EvidencePolicy;
 pub use predicates::{parse_predicate, PredicateSite};
 pub use validate::{check_identifier, check_predicate};
 
@@ -36,6 +38,8 @@ pub struct Mapping {
     pub evidence: Vec<Evidence>,
     /// The watermark table that `expand` creates.
     pub watermarks: Watermarks,
+    /// `[backfill] policy`: how the backfill chooses among evidence values.
+    pub policy: EvidencePolicy,
     /// SHA-256 (hex) of the normalised mapping: what the ledger keys audits and checkpoints by.
     pub fingerprint: String,
     /// The SQL predicates with where each was written, for

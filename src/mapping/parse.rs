@@ -23,6 +23,7 @@ pub(super) struct RawMapping {
     #[serde(default)]
     pub(super) evidence: Vec<Spanned<toml::Table>>,
     pub(super) watermarks: Spanned<toml::Table>,
+    pub(super) backfill: Option<Spanned<toml::Table>>,
 }
 
 /// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
@@ -113,10 +114,16 @@ impl Mapping {
             &watermarks,
         )?;
 
-        let normalised = serde_json::json!({
+        let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
+        let mut normalised = serde_json::json!({
             "messages": messages, "members": members, "counter": counter,
             "evidence": evidence, "watermarks": watermarks,
         });
+        // Only a policy other than the default changes the fingerprint (mappings written
+        // before the key existed keep theirs).
+        if policy != super::EvidencePolicy::First {
+            normalised["backfill"] = serde_json::json!({ "policy": policy });
+        }
         let fingerprint = hex(&Sha256::digest(normalised.to_string().as_bytes()));
         let evidence = evidence
             .iter()
@@ -161,6 +168,7 @@ impl Mapping {
             counter,
             evidence,
             watermarks,
+            policy,
             fingerprint,
         })
     }

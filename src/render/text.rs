@@ -77,6 +77,17 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
             s.unread_changes
         )?;
     }
+    if s.left_unsettled > 0 {
+        writeln!(w,
+            "  left {} conversations ({} members) with messages younger than the settle time ({}s) for a later run: run backfill again once they are older",
+            s.left_unsettled, s.left_unsettled_members, s.settle_time_s.unwrap_or(0)
+        )?;
+    }
+    if s.settle_unguarded {
+        writeln!(w,
+            "  settle time not guarded: the mapping has no messages.created_at, so a watermark derived as \"everything up to the newest message\" may cover a position whose transaction had not committed yet"
+        )?;
+    }
     if s.unrepresentable_counters > 0 {
         writeln!(w,
             "  {} counters no watermark can represent (negative, or more than the countable messages): the audit reports them",

@@ -28,6 +28,7 @@ mod app_sql;
 mod audit;
 mod audit_model;
 mod backfill;
+mod backfill_policy;
 mod cli;
 mod column_types;
 mod contract;

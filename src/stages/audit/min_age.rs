@@ -17,7 +17,7 @@ use crate::stages::Scope;
 /// above 10^11 (after 1973 in ms, beyond 5138 in s).
 ///
 /// Errors (exit 2): the mapping has no `messages.created_at`.
-pub(super) async fn quiescence(
+pub(crate) async fn quiescence(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,

@@ -39,7 +39,7 @@ pub(crate) use batches::{batch_statement, bind_batch};
 pub use summary::write_metrics;
 
 use batches::{audit_batches, BatchRun};
-use min_age::quiescence;
+pub(crate) use min_age::quiescence;
 use summary::{crossed, empty_scope};
 
 /// Options of an audit run.

@@ -7,26 +7,27 @@ use anyhow::{Context, Result};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{
-    begin_snapshot, begin_write, commit, next_batch, rollback, Batch, BatchUnit, Key, Scope,
-};
+use super::{begin_write, commit, next_batch, rollback, Batch, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
 use crate::ledger::records::BackfillOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
-use crate::mapping::{EvidenceKind, Mapping};
+use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
 use crate::progress::Reporter;
 use crate::schema::{self, KeyKind};
 
 /// Rows per upsert statement: 4 parameters a row stays below SQLite's 32 766 bind limit.
 const UPSERT_CHUNK: usize = 5000;
+
+/// The settle time when none is given: longer than an application transaction stays open.
+pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_secs(300);
 
 /// Options of a backfill run.
 #[derive(Debug, Clone)]
@@ -61,6 +62,12 @@ pub struct BackfillOptions {
     /// Count, after each batch, the rows whose unread number will change once the counters are
     /// gone (the audit's statement for the batch: about one audit's time in all).
     pub count_changes: bool,
+    /// Settle time (semantics.md "Backfill", settle time): a watermark derived as "everything
+    /// up to the newest message" (a counter k <= 0, a timestamp, an own message) is not
+    /// written for a conversation with a message younger than this (a position allocated by a
+    /// transaction that has not committed yet would be covered); such conversations are left
+    /// for a later run and counted. Needs `messages.created_at`; zero turns it off.
+    pub settle_time: Duration,
 }
 
 impl Default for BackfillOptions {
@@ -79,6 +86,7 @@ impl Default for BackfillOptions {
             retries: 5,
             stop: None,
             count_changes: true,
+            settle_time: DEFAULT_SETTLE_TIME,
         }
     }
 }
@@ -118,6 +126,22 @@ pub struct BackfillSummary {
     /// Counter rows (per message: messages) whose unread number will differ once the counters
     /// are gone: the stored value differs from the one recomputed from the new watermarks.
     pub unread_changes: u64,
+    /// The settle time in seconds this run left young conversations out with (semantics.md
+    /// "Backfill", settle time); `None` when off or not possible (no `messages.created_at`).
+    #[serde(default)]
+    pub settle_time_s: Option<u64>,
+    /// The mapping derives watermarks as "everything up to the newest message" (counter,
+    /// timestamp or own message evidence) but has no `messages.created_at`: a position whose
+    /// transaction had not committed yet may be covered (the hazard is not guarded).
+    #[serde(default)]
+    pub settle_unguarded: bool,
+    /// Conversations with a message younger than the settle time whose members' derived
+    /// watermarks were left for a later run (counted once per batch that met them).
+    #[serde(default)]
+    pub left_unsettled: u64,
+    /// Members left without a watermark for that reason (run the backfill again later).
+    #[serde(default)]
+    pub left_unsettled_members: u64,
     /// When this run continued an interrupted one: the batches that run had finished.
     pub resumed_after_batches: Option<u64>,
     /// Stopped by Ctrl-C before the last batch (run again to continue).
@@ -133,16 +157,6 @@ struct Checkpoint {
     lo: Option<Key>,
     /// Counts so far.
     summary: BackfillSummary,
-}
-
-/// One watermark to write.
-#[derive(Debug, Clone)]
-struct Planned {
-    usr: Key,
-    conv: Key,
-    value: i64,
-    source: EvidenceKind,
-    existing: Option<i64>,
 }
 
 /// Runs the backfill, resuming an unfinished run of the same mapping unless `restart`. With
@@ -179,6 +193,7 @@ pub async fn run(
         let (u, c) = schema::watermark_key_types(conn, mapping, &ctx).await?;
         (u.kind, c.kind)
     };
+    let settle = settle_predicate(conn, mapping, dialect, opts.settle_time).await?;
     if opts.dry_run {
         return run_batches(
             conn,
@@ -187,6 +202,7 @@ pub async fn run(
             opts,
             user_kind,
             conv_kind,
+            &settle,
             None,
             None,
             BackfillSummary::default(),
@@ -205,6 +221,7 @@ pub async fn run(
             opts,
             user_kind,
             conv_kind,
+            &settle,
             Some(id),
             lo,
             summary,
@@ -322,11 +339,17 @@ async fn run_batches(
     opts: &BackfillOptions,
     user_kind: KeyKind,
     conv_kind: KeyKind,
+    settle: &Settle,
     ledger_id: Option<i64>,
     mut lo: Option<Key>,
     mut summary: BackfillSummary,
     lock: Option<&RunnerLock>,
 ) -> Result<BackfillSummary> {
+    match settle {
+        Settle::Off => summary.settle_time_s = None,
+        Settle::Unguarded => summary.settle_unguarded = true,
+        Settle::Quiet(_, secs) => summary.settle_time_s = Some(*secs),
+    }
     let total = count_subjects(conn, ctx).await?;
     let mut progress = opts
         .progress
@@ -339,6 +362,9 @@ async fn run_batches(
         max.min(1000)
     };
     let started = Instant::now();
+    // Time spent paused (pause file, lock backoff, --pause-between-batches): not active time,
+    // so it never counts toward --max-rows-per-second (issue 13 row 1).
+    let mut paused = Duration::ZERO;
     let members_at_start = summary.members;
     let result: Result<()> = async {
         loop {
@@ -347,6 +373,7 @@ async fn run_batches(
                 break;
             }
             if let Some(path) = &opts.pause_file {
+                let pause_started = Instant::now();
                 while path.exists() {
                     progress.message(&format!("paused: {} exists", path.display()));
                     if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
@@ -354,6 +381,7 @@ async fn run_batches(
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
+                paused += pause_started.elapsed();
                 progress.message("");
             }
             let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size, &Scope::default()).await? else {
@@ -369,7 +397,7 @@ async fn run_batches(
             let mut next = loop {
                 let mut attempt = summary.clone();
                 let step = async {
-                    let planned = plan_batch(conn, ctx, mapping, &batch, user_kind, conv_kind, &mut attempt).await?;
+                    let planned = plan_batch(conn, ctx, mapping, settle, &batch, user_kind, conv_kind, &mut attempt).await?;
                     count_planned(&planned, &batch, &mut attempt);
                     if let Some(id) = ledger_id {
                         let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: attempt.clone() };
@@ -385,6 +413,7 @@ async fn run_batches(
                             summary.retried_batches += 1;
                             progress.message(&format!("lock wait, retrying in {} ms", delay.as_millis()));
                             tokio::time::sleep(delay).await;
+                            paused += delay;
                         }
                         None => {
                             return Err(e.context(format!(
@@ -421,7 +450,10 @@ async fn run_batches(
                     match step {
                         Ok(n) => break n,
                         Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
-                            Some(delay) => tokio::time::sleep(delay).await,
+                            Some(delay) => {
+                                tokio::time::sleep(delay).await;
+                                paused += delay;
+                            }
                             None => return Err(e),
                         },
                         Err(e) => return Err(e),
@@ -446,16 +478,18 @@ async fn run_batches(
             }
             // Throttle.
             if let Some(limit) = opts.max_rows_per_second.filter(|l| *l > 0.0) {
-                let done = (summary.members - members_at_start) as f64;
-                let ahead = done / limit - started.elapsed().as_secs_f64();
-                if ahead > 0.0 {
+                let done = summary.members - members_at_start;
+                let active = started.elapsed().saturating_sub(paused);
+                let ahead = throttle_delay(done, active, limit);
+                if !ahead.is_zero() {
                     progress.message(&format!("throttled: --max-rows-per-second {limit}"));
-                    tokio::time::sleep(Duration::from_secs_f64(ahead)).await;
+                    tokio::time::sleep(ahead).await;
                 }
             }
             if !opts.pause_between_batches.is_zero() {
                 progress.message("pause between batches");
                 tokio::time::sleep(opts.pause_between_batches).await;
+                paused += opts.pause_between_batches;
             }
         }
         Ok(())
@@ -478,23 +512,6 @@ async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch
     Ok(n.unwrap_or(0).max(0) as u64)
 }
 
-/// Adds a planned batch to the counts.
-fn count_planned(planned: &[Planned], batch: &Batch, summary: &mut BackfillSummary) {
-    for p in planned {
-        match p.existing {
-            None => summary.written += 1,
-            Some(e) if p.value > e => summary.advanced += 1,
-            Some(_) => summary.unchanged += 1,
-        }
-        *summary
-            .by_source
-            .entry(p.source.as_str().to_string())
-            .or_default() += 1;
-    }
-    summary.members += batch.rows;
-    summary.batches += 1;
-}
-
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {
     let sub = render(
         "subjects.sql",
@@ -505,139 +522,6 @@ async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u6
         .fetch_one(&mut *conn)
         .await?;
     Ok(n.max(0) as u64)
-}
-
-/// Reads one batch's evidence in a consistent snapshot and chooses each member's watermark.
-async fn plan_batch(
-    conn: &mut AnyConnection,
-    ctx: &SqlContext,
-    mapping: &Mapping,
-    batch: &Batch,
-    user_kind: KeyKind,
-    conv_kind: KeyKind,
-    summary: &mut BackfillSummary,
-) -> Result<Vec<Planned>> {
-    let range = batch.params(ctx.dialect, 1);
-    let evidence_sql = render(
-        "backfill_evidence.sql",
-        ctx,
-        minijinja::context! { range => range },
-    )?;
-    let has_counter = ctx.has_evidence(EvidenceKind::Counter);
-    begin_snapshot(conn, ctx.dialect).await?;
-    let read: Result<_> = async {
-        let rows = batch
-            .bind(sqlx::query(&evidence_sql))
-            .fetch_all(&mut *conn)
-            .await
-            .context("reading backfill evidence")?;
-        // (conv, user) -> (L[k] if it exists, whether k <= |L|)
-        let mut ranks: HashMap<(Key, Key), (Option<i64>, bool)> = HashMap::new();
-        if has_counter {
-            // The range appears twice (messages, members): the second copy binds after the first.
-            let range2 = batch.params(ctx.dialect, batch.param_count() + 1);
-            let rank_sql = render(
-                "backfill_counter_rank.sql",
-                ctx,
-                minijinja::context! { range => range, range2 => range2 },
-            )?;
-            // Not kept prepared: after five runs PostgreSQL may switch to a generic plan that
-            // joins the ranks on the conversation alone (a join filter on the rank), quadratic
-            // in a large conversation: 25.5 s against 0.69 s for one batch of the 400 000-member
-            // bench data, whose backfill took 317 s instead of about 50.
-            for r in batch
-                .bind(batch.bind(sqlx::query(&rank_sql).persistent(false)))
-                .fetch_all(&mut *conn)
-                .await
-                .context("ranking messages for counter evidence")?
-            {
-                let conv = Key::read(&r, 0, conv_kind)?;
-                let usr = Key::read(&r, 1, user_kind)?;
-                let representable: i64 = r.try_get(3)?;
-                ranks.insert((conv, usr), (r.try_get(2)?, representable != 0));
-            }
-        }
-        Ok((rows, ranks))
-    }
-    .await;
-    let (rows, ranks) = match read {
-        Ok(v) => {
-            commit(conn).await?;
-            v
-        }
-        Err(e) => {
-            rollback(conn).await;
-            return Err(e);
-        }
-    };
-    let mut planned = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let conv = Key::read(row, 0, conv_kind)?;
-        let usr = Key::read(row, 1, user_kind)?;
-        let existing: Option<i64> = row.try_get(2)?;
-        let max_pos: i64 = row.try_get("max_pos")?;
-        // A member who left keeps the read position their position or timestamp evidence
-        // gives (a rejoin must not find every message unread); their counter is owed nothing
-        // and is never evidence, and their own messages are not either (semantics.md
-        // "Backfill", scenario S10).
-        let active = row.try_get::<i64, _>("is_active")? != 0;
-        let mut chosen: Option<(i64, EvidenceKind)> = None;
-        let mut own: Option<i64> = None;
-        for (i, e) in mapping.evidence.iter().enumerate() {
-            let v: Option<i64> = row.try_get(3 + i)?;
-            match e.kind() {
-                EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
-                EvidenceKind::OwnMessage => own = v,
-                _ if chosen.is_some() => {}
-                EvidenceKind::Position | EvidenceKind::Timestamp => {
-                    chosen = v.map(|v| (v, e.kind()))
-                }
-                EvidenceKind::Counter => {
-                    if let Some(k) = v {
-                        let (rank_pos, representable) = ranks
-                            .get(&(conv.clone(), usr.clone()))
-                            .cloned()
-                            .unwrap_or((None, false));
-                        // k <= 0: read everything; 0 < k < |L|: L[k]; k >= |L|: nothing read.
-                        let value = if k <= 0 {
-                            max_pos
-                        } else {
-                            rank_pos.unwrap_or(0)
-                        };
-                        if k < 0 || (k > 0 && !representable) {
-                            summary.unrepresentable_counters += 1;
-                        }
-                        chosen = Some((value, EvidenceKind::Counter));
-                    }
-                }
-            }
-        }
-        // Own messages are a lower bound (semantics.md, Backfill 4).
-        let chosen = match (chosen, own) {
-            (Some((v, _)), Some(o)) if o > v => Some((o, EvidenceKind::OwnMessage)),
-            (None, Some(o)) => Some((o, EvidenceKind::OwnMessage)),
-            (c, _) => c,
-        };
-        match chosen {
-            // A counter is the weakest evidence: it only fills a missing watermark. Once the
-            // application (or an earlier run) has written one, a drifted counter must not
-            // advance it (a counter cleared by a racing "mark all read" would mark unread
-            // messages read, and forward-only cannot take that back).
-            Some((_, EvidenceKind::Counter)) if existing.is_some() => {
-                summary.kept_over_counter += 1
-            }
-            Some((value, source)) => planned.push(Planned {
-                usr,
-                conv,
-                value,
-                source,
-                existing,
-            }),
-            None if !active => summary.left_without_evidence += 1,
-            None => summary.no_evidence += 1,
-        }
-    }
-    Ok(planned)
 }
 
 /// Writes one batch with forward-only upserts, and the run's checkpoint, in one short
@@ -696,8 +580,16 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
         hi: Some(dialect.placeholder(4)),
         ..Default::default()
     };
+    let read = match mapping.policy {
+        EvidencePolicy::First => {
+            "read, in a REPEATABLE READ snapshot: members and their evidence (policy \"first\": the first evidence with a value wins)"
+        }
+        EvidencePolicy::Highest => {
+            "read, in a REPEATABLE READ snapshot: members and their evidence (policy \"highest\": the highest position, timestamp or own message wins; the counter only fills a missing watermark)"
+        }
+    };
     let mut out = vec![(
-        "read, in a REPEATABLE READ snapshot: members and their evidence",
+        read,
         render(
             "backfill_evidence.sql",
             &ctx,
@@ -724,3 +616,9 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
     ));
     Ok(out)
 }
+
+mod evidence;
+mod throttle;
+
+use evidence::{count_planned, plan_batch, settle_predicate, Planned, Settle};
+pub use throttle::throttle_delay;

@@ -1,0 +1,56 @@
+//! The throttle of `--max-rows-per-second`, over active time (issue 13 row 1).
+
+use std::time::Duration;
+
+/// How long the throttle waits so that `rows` done in `active` time (wall time minus the time
+/// paused: pause file, lock backoff, `--pause-between-batches`) stay at or below `limit` rows
+/// per second. Over active time, a pause builds up no allowance: no burst after it (issue 13
+/// row 1). Zero when the run is at or below the limit, or the limit is not positive.
+pub fn throttle_delay(rows: u64, active: Duration, limit: f64) -> Duration {
+    if limit <= 0.0 || !limit.is_finite() {
+        return Duration::ZERO;
+    }
+    let ahead = rows as f64 / limit - active.as_secs_f64();
+    if ahead > 0.0 {
+        Duration::from_secs_f64(ahead)
+    } else {
+        Duration::ZERO
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::throttle_delay;
+    use std::time::Duration;
+
+    #[test]
+    fn throttle_holds_over_active_time() {
+        // 100 rows at 25/s need 4 s of active time.
+        assert_eq!(
+            throttle_delay(100, Duration::from_secs(1), 25.0),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            throttle_delay(100, Duration::from_secs(4), 25.0),
+            Duration::ZERO
+        );
+        assert_eq!(
+            throttle_delay(100, Duration::from_secs(9), 25.0),
+            Duration::ZERO
+        );
+        assert_eq!(throttle_delay(100, Duration::ZERO, 0.0), Duration::ZERO);
+        assert_eq!(throttle_delay(100, Duration::ZERO, -1.0), Duration::ZERO);
+    }
+
+    /// Issue 13 row 1: 1 s of work, then the pause file for 8 s, then 200 rows more. Over wall
+    /// time (9 s, allowance 225 rows) the 225 rows would pass at once: a burst. Over active
+    /// time (1 s) the throttle waits until 9 s of active time have passed.
+    #[test]
+    fn no_burst_after_a_pause() {
+        let wall = Duration::from_secs(9);
+        let paused = Duration::from_secs(8);
+        let active = wall.saturating_sub(paused);
+        assert_eq!(throttle_delay(225, wall, 25.0), Duration::ZERO);
+        assert_eq!(throttle_delay(225, active, 25.0), Duration::from_secs(8));
+    }
+}
