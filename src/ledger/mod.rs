@@ -77,6 +77,38 @@ pub async fn start(
     fingerprint: &str,
     options: &serde_json::Value,
 ) -> Result<i64> {
+    let mut attempt = 0;
+    loop {
+        match start_once(conn, dialect, stage, fingerprint, options).await {
+            Err(e) if retry_lock_wait(&e, &mut attempt).await => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Tries a ledger write again after a lock wait (up to [`LEDGER_TRIES`] tries, 100 ms
+/// doubling): the ledger row is tidemark's own, and a run must not fail at its first or last
+/// statement because the application's short write transactions held the database a moment
+/// (SQLite's busy handler is not fair under a steady writer). Returns whether to try again.
+async fn retry_lock_wait(error: &anyhow::Error, attempt: &mut u32) -> bool {
+    *attempt += 1;
+    if *attempt >= LEDGER_TRIES || !crate::dialect::runner_lock::error_is_lock_wait(error) {
+        return false;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100 << *attempt)).await;
+    true
+}
+
+/// How many times a ledger write is tried when it meets a lock wait.
+const LEDGER_TRIES: u32 = 5;
+
+async fn start_once(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    stage: Stage,
+    fingerprint: &str,
+    options: &serde_json::Value,
+) -> Result<i64> {
     let p = |n| dialect.placeholder(n);
     let insert = format!(
         "INSERT INTO {LEDGER_TABLE} (stage, status, started_ms, mapping_fingerprint, tool_version, options) VALUES ({}, '{}', {}, {}, {}, {})",
@@ -109,6 +141,37 @@ pub async fn start(
 /// Records the end of a run: status, summary, pass/fail and the report.
 #[allow(clippy::too_many_arguments)] // one value per column of the row it updates (id, status, summary, passed, report path and hash)
 pub async fn finish(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    id: i64,
+    status: RunStatus,
+    summary: &serde_json::Value,
+    passed: Option<bool>,
+    report_path: Option<&str>,
+    report_sha256: Option<&str>,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        let once = finish_once(
+            conn,
+            dialect,
+            id,
+            status,
+            summary,
+            passed,
+            report_path,
+            report_sha256,
+        )
+        .await;
+        match once {
+            Err(e) if retry_lock_wait(&e, &mut attempt).await => continue,
+            other => return other,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // as `finish`
+async fn finish_once(
     conn: &mut AnyConnection,
     dialect: Dialect,
     id: i64,

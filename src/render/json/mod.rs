@@ -227,6 +227,16 @@ pub struct BackfillJson {
     pub unread_changes: Option<u64>,
     /// Batches retried after a lock wait.
     pub retried_batches: u64,
+    /// The settle time in seconds young conversations were left out with; null when off or
+    /// not possible (no `messages.created_at`).
+    pub settle_time_s: Option<u64>,
+    /// Watermarks are derived as "everything up to the newest message" but the mapping has no
+    /// `messages.created_at`: a position not yet committed may be covered (not guarded).
+    pub settle_unguarded: bool,
+    /// Conversations left for a later run because a message was younger than the settle time.
+    pub left_unsettled: u64,
+    /// Members left without a watermark for that reason.
+    pub left_unsettled_members: u64,
     /// When this run continued an interrupted one: the batches that one had finished.
     pub resumed_after_batches: Option<u64>,
     /// Stopped by Ctrl-C or SIGTERM before the last batch (exit 4; run again to continue).
@@ -260,6 +270,10 @@ pub fn backfill(
             unrepresentable_counters: s.unrepresentable_counters,
             unread_changes: (!dry_run && s.counted_changes).then_some(s.unread_changes),
             retried_batches: s.retried_batches,
+            settle_time_s: s.settle_time_s,
+            settle_unguarded: s.settle_unguarded,
+            left_unsettled: s.left_unsettled,
+            left_unsettled_members: s.left_unsettled_members,
             resumed_after_batches: s.resumed_after_batches,
             interrupted: s.interrupted,
             ledger_id: s.ledger_id,

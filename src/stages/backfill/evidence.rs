@@ -91,7 +91,7 @@ pub(super) fn count_planned(planned: &[Planned], batch: &Batch, summary: &mut Ba
 }
 
 /// Reads one batch's evidence in a consistent snapshot and chooses each member's watermark.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // one call site (the batch loop): the run's state, passed as it is
 pub(super) async fn plan_batch(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
@@ -140,10 +140,10 @@ pub(super) async fn plan_batch(
                 .await
                 .context("ranking messages for counter evidence")?
             {
-                let conv = Key::read(&r, 0, conv_kind)?;
-                let usr = Key::read(&r, 1, user_kind)?;
-                let representable: i64 = r.try_get(3)?;
-                ranks.insert((conv, usr), (r.try_get(2)?, representable != 0));
+                let conv = Key::read(&r, "conv", conv_kind)?;
+                let usr = Key::read(&r, "usr", user_kind)?;
+                let representable: i64 = r.try_get("representable")?;
+                ranks.insert((conv, usr), (r.try_get("pos")?, representable != 0));
             }
         }
         Ok((rows, ranks))
@@ -170,9 +170,9 @@ pub(super) async fn plan_batch(
         order.sort_by_key(|&i| mapping.evidence[i].kind() == EvidenceKind::Counter);
     }
     for row in &rows {
-        let conv = Key::read(row, 0, conv_kind)?;
-        let usr = Key::read(row, 1, user_kind)?;
-        let existing: Option<i64> = row.try_get(2)?;
+        let conv = Key::read(row, "conv", conv_kind)?;
+        let usr = Key::read(row, "usr", user_kind)?;
+        let existing: Option<i64> = row.try_get("existing")?;
         let max_pos: i64 = row.try_get("max_pos")?;
         // A member who left keeps the read position their position or timestamp evidence
         // gives (a rejoin must not find every message unread); their counter is owed nothing
@@ -188,7 +188,8 @@ pub(super) async fn plan_batch(
         let mut own: Option<i64> = None;
         for &i in &order {
             let e = &mapping.evidence[i];
-            let v: Option<i64> = row.try_get(3 + i)?;
+            // `ev1`, `ev2`, …: the evidence columns of backfill_evidence.sql, in mapping order.
+            let v: Option<i64> = row.try_get(format!("ev{}", i + 1).as_str())?;
             match e.kind() {
                 EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
                 EvidenceKind::OwnMessage if unsettled => held |= v.is_some(),

@@ -331,7 +331,7 @@ async fn resume_or_start(
 }
 
 /// The batch loop: throttle, plan (snapshot read), write with the checkpoint, adapt the size.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // one call site (`run`): the run's resolved state
 async fn run_batches(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
@@ -508,7 +508,7 @@ async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch
         .fetch_one(&mut *conn)
         .await
         .context("counting the rows whose unread number changes")?
-        .try_get(0)?;
+        .try_get("n")?;
     Ok(n.unwrap_or(0).max(0) as u64)
 }
 
