@@ -50,11 +50,22 @@ impl Dsn {
             // sqlx knows MariaDB by the mysql scheme; the wire protocol is the same.
             "mariadb" => (Dialect::Mysql, format!("mysql{}", &raw["mariadb".len()..])),
             "sqlite" => (Dialect::Sqlite, raw.to_string()),
-            _ => {
+            // The text is not echoed: without a known scheme nothing says where a password
+            // would be (a URL file holding something else must not print its content).
+            _ if raw.contains(':')
+                && !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+            {
                 return Err(input_error(format!(
-                    "database URL {} has an unknown scheme {scheme:?}: use postgres://, mysql://, mariadb:// or sqlite:",
-                    redact(raw)
+                    "the database URL has an unknown scheme {scheme:?}: use postgres://, mysql://, mariadb:// or sqlite:"
                 )))
+            }
+            _ => {
+                return Err(input_error(
+                    "the database URL is not a URL (no scheme): use postgres://, mysql://, mariadb:// or sqlite:",
+                ))
             }
         };
         Ok(Dsn { raw, dialect })
@@ -293,6 +304,25 @@ mod tests {
         std::fs::write(&path, "oracle://u:hunter2@h/db\n").unwrap();
         let err = Dsn::from_args(None, Some(&path)).unwrap_err().to_string();
         assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn a_text_that_is_not_a_url_is_never_echoed() {
+        for text in [
+            "not a url S3cretPw",
+            "S3cretPw",
+            "user:S3cretPw@host/db",
+            "post gres://u:S3cretPw@h/db",
+        ] {
+            let e = format!("{:#}", Dsn::parse(text).err().unwrap());
+            assert!(!e.contains("S3cretPw"), "{text}: {e}");
+            assert_eq!(crate::error::exit_code(&Dsn::parse(text).unwrap_err()), 2);
+        }
+        let e = format!("{:#}", Dsn::parse("oracle://u:S3cretPw@h/db").unwrap_err());
+        assert!(
+            e.contains("unknown scheme \"oracle\"") && !e.contains("S3cretPw"),
+            "{e}"
+        );
     }
 
     #[test]

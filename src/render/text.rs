@@ -159,9 +159,18 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
         writeln!(w, "  this run took {} parts (--resume)", s.parts)?;
     }
     if !s.complete {
-        writeln!(w,
-            "  INCOMPLETE: stopped at --run-time after conversation {}; run the same command with --resume to continue",
-            s.checkpoint.as_ref().map(|k| k.to_string()).unwrap_or_default()
+        writeln!(
+            w,
+            "  INCOMPLETE: stopped at --run-time after conversation {}; {}",
+            s.checkpoint
+                .as_ref()
+                .map(|k| k.to_string())
+                .unwrap_or_default(),
+            if s.ledger_id.is_some() {
+                "run the same command with --resume to continue"
+            } else {
+                "with --no-ledger it cannot be resumed: run it again without --no-ledger (and --resume) to continue from a checkpoint"
+            }
         )?;
         writeln!(w, "  rows so far are kept in {}.partial", s.report)?;
     } else {

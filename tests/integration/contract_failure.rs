@@ -54,13 +54,7 @@ async fn a_failed_drop_still_shows_the_verdict_the_archive_and_the_detail() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut conn = db.connect().await;
-    exec_all(&mut conn, &scenario::schema_sql()).await;
-    let clean = scenario::load_all()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.id == CLEAN_SCENARIO)
-        .unwrap();
-    exec_all(&mut conn, &scenario::data_sql(&clean, 0)).await;
+    scenario::load_one(&mut conn, CLEAN_SCENARIO).await;
     std::fs::write(
         dir.path().join("tidemark.toml"),
         scenario::mapping_toml("per_member", false),

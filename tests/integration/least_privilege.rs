@@ -65,13 +65,7 @@ async fn each_stage_runs_with_its_documented_grant(backend: Backend) {
         return;
     };
     let mut admin = db.connect().await;
-    exec_all(&mut admin, &scenario::schema_sql()).await;
-    let s = scenario::load_all()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.id == SCENARIO)
-        .unwrap();
-    exec_all(&mut admin, &scenario::data_sql(&s, 0)).await;
+    let s = scenario::load_one(&mut admin, SCENARIO).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("m.toml"), s.mapping_toml()).unwrap();

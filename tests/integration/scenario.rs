@@ -347,6 +347,23 @@ pub fn load_all() -> Result<Vec<Scenario>> {
     Ok(file.scenarios)
 }
 
+/// Creates the legacy schema ([`schema_sql`]) on `conn` and loads the scenario `id` into it
+/// (conversations not shifted); returns the scenario.
+///
+/// # Panics
+///
+/// When no scenario has that id, or a statement fails.
+pub async fn load_one(conn: &mut sqlx::AnyConnection, id: &str) -> Scenario {
+    crate::common::exec_all(conn, &schema_sql()).await;
+    let scenario = load_all()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("no scenario {id}"));
+    crate::common::exec_all(conn, &data_sql(&scenario, 0)).await;
+    scenario
+}
+
 fn opt(value: Option<i64>) -> String {
     value.map_or_else(|| "NULL".to_string(), |v| v.to_string())
 }

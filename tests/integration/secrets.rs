@@ -121,13 +121,7 @@ async fn the_password_is_never_written(backend: Backend) {
         return;
     };
     let mut admin = db.connect().await;
-    exec_all(&mut admin, &scenario::schema_sql()).await;
-    let s = scenario::load_all()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.id == SCENARIO)
-        .unwrap();
-    exec_all(&mut admin, &scenario::data_sql(&s, 0)).await;
+    let s = scenario::load_one(&mut admin, SCENARIO).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("m.toml"), s.mapping_toml()).unwrap();
@@ -237,13 +231,14 @@ async fn the_password_is_never_written(backend: Backend) {
     }
     // A file whose URL has an unknown scheme, and a missing file: exit 2, content not shown.
     std::fs::write(d.join("odd.txt"), url.replacen("://", "x://", 1)).unwrap();
-    for file in ["odd.txt", "missing.txt"] {
+    std::fs::write(d.join("garbage.txt"), format!("not a url {PASSWORD}\n")).unwrap();
+    for file in ["odd.txt", "garbage.txt", "missing.txt"] {
         let r = run(
             d,
             &["status", "--database-file", file, "--mapping", "m.toml"],
         );
         r.expect_code(2);
-        assert!(r.stderr.contains(file) || file == "odd.txt", "{r:?}");
+        assert!(r.stderr.contains(file) || file != "missing.txt", "{r:?}");
         keep(&mut seen, file, &r);
     }
 
