@@ -10,10 +10,21 @@
       own_message: the member's own newest message (a lower bound)
     A member who is not active (left) keeps only position and timestamp evidence: tidemark
     ignores their counter and own messages (semantics.md "Backfill").
-    With a settle time (`quiet`: the audit's --min-age predicate over tm_s.conv), `unsettled`
+    With a settle time (`quiet`: the audit's --min-age predicate over tm_c.conv), `unsettled`
     is 1 for a conversation with a message younger than it: tidemark derives no "everything up
-    to the newest message" watermark there in this run (semantics.md "Backfill", settle time). -#}
+    to the newest message" watermark there in this run (semantics.md "Backfill", settle time).
+    The predicate runs once per conversation of the batch (tm_u), not once per member: in a
+    channel of thousands of members it would otherwise read the channel's messages per member. -#}
 {% import "macros.sql" as m %}
+WITH tm_subj AS (
+{% include "subjects.sql" %}
+)
+{% if quiet is defined and quiet %}
+, tm_u AS (
+  SELECT tm_c.conv AS conv, CASE WHEN {{ quiet }} THEN 0 ELSE 1 END AS unsettled
+  FROM (SELECT DISTINCT tm_subj.conv AS conv FROM tm_subj) tm_c
+)
+{% endif %}
 SELECT tm_s.conv AS conv, tm_s.usr AS usr,
        CAST(tm_w.last_read_id AS {{ int }}) AS existing,
 {% for e in evidence %}
@@ -40,8 +51,11 @@ SELECT tm_s.conv AS conv, tm_s.usr AS usr,
          WHERE tm_m.{{ msg.conv }} = tm_s.conv) AS max_pos,
        CAST(tm_s.is_active AS {{ int }}) AS is_active
 {% if quiet is defined and quiet %}
-       , CASE WHEN {{ quiet }} THEN 0 ELSE 1 END AS unsettled
+       , tm_u.unsettled AS unsettled
 {% endif %}
-FROM ({% include "subjects.sql" %}) tm_s
+FROM tm_subj tm_s
 LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_s.conv AND tm_w.user_id = tm_s.usr
+{% if quiet is defined and quiet %}
+JOIN tm_u ON tm_u.conv = tm_s.conv
+{% endif %}
 ORDER BY tm_s.conv, tm_s.usr

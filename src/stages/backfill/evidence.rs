@@ -104,7 +104,7 @@ pub(super) async fn plan_batch(
 ) -> Result<Vec<Planned>> {
     let range = batch.params(ctx.dialect, 1);
     let quiet = match settle {
-        Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_s.conv")),
+        Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_c.conv")),
         _ => None,
     };
     let evidence_sql = render(
