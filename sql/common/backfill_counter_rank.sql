@@ -8,33 +8,44 @@
     (newest first). For a member u, their own message of rank s sits at index r_all and has
     r_all - s messages of others before it; the (k+1)-th message of others is at index
     k + 1 + q, q = u's own messages with r_all - r_own <= k. The same with k - 1 tells whether
-    L[k-1] exists, i.e. whether k <= |L|. Equality joins only, so hash or indexed joins serve. -#}
+    L[k-1] exists, i.e. whether k <= |L|. Equality joins only, so hash or indexed joins serve.
+
+    A macro: `ctes` gives the ranks as common table expressions of backfill_plan.sql, over its
+    members (tm_subj) and the counter as a grouped derived table joined on equality; the last,
+    tm_rank, has conv, usr, pos (L[k], or NULL) and representable (1 when k <= |L|). -#}
 {% import "macros.sql" as m %}
-WITH tm_w AS (
+{% macro ctes(msg, ctr, range, int) %}
+tm_rw AS (
   SELECT {{ msg.conv }} AS conv, {{ msg.id }} AS pos, {{ msg.sender }} AS sender,
          ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }} ORDER BY {{ msg.id }} DESC) AS r_all,
          ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }}, {{ msg.sender }} ORDER BY {{ msg.id }} DESC) AS r_own
   FROM {{ msg.table }}
   WHERE {{ m.pred(msg.countable) }}{{ m.range(msg.conv, range) }}
 ),
-tm_c AS (
-  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos,
-         (SELECT MAX(tm_k.{{ ctr.column }}) FROM {{ ctr.table }} tm_k
-           WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS k
-  FROM ({% with range = range2 %}{% include "subjects.sql" %}{% endwith %}) tm_s
+tm_rc AS (
+  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos, tm_kk.v AS k
+  FROM tm_subj tm_s
+  JOIN (SELECT tm_k.{{ ctr.conv }} AS conv, tm_k.{{ ctr.user }} AS usr, CAST(MAX(tm_k.{{ ctr.column }}) AS {{ int }}) AS v
+        FROM {{ ctr.table }} tm_k
+        WHERE 1 = 1{{ m.range("tm_k." ~ ctr.conv, range) }}
+        GROUP BY tm_k.{{ ctr.conv }}, tm_k.{{ ctr.user }}) tm_kk
+    ON tm_kk.conv = tm_s.conv AND tm_kk.usr = tm_s.usr
+  WHERE tm_kk.v > 0
 ),
-tm_q AS (
+tm_rq AS (
   SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.join_pos AS join_pos, tm_c.k AS k,
          COUNT(CASE WHEN tm_o.r_all - tm_o.r_own <= tm_c.k THEN 1 END) AS q_k,
          COUNT(CASE WHEN tm_o.r_all - tm_o.r_own <= tm_c.k - 1 THEN 1 END) AS q_prev
-  FROM tm_c
-  LEFT JOIN tm_w tm_o ON tm_o.conv = tm_c.conv AND tm_o.sender = tm_c.usr
-  WHERE tm_c.k > 0
+  FROM tm_rc tm_c
+  LEFT JOIN tm_rw tm_o ON tm_o.conv = tm_c.conv AND tm_o.sender = tm_c.usr
   GROUP BY tm_c.conv, tm_c.usr, tm_c.join_pos, tm_c.k
+),
+tm_rank AS (
+  SELECT tm_q.conv AS conv, tm_q.usr AS usr,
+         CAST(CASE WHEN tm_q.join_pos IS NULL OR tm_at.pos > tm_q.join_pos THEN tm_at.pos END AS {{ int }}) AS pos,
+         CAST(CASE WHEN tm_prev.pos IS NOT NULL AND (tm_q.join_pos IS NULL OR tm_prev.pos > tm_q.join_pos) THEN 1 ELSE 0 END AS {{ int }}) AS representable
+  FROM tm_rq tm_q
+  LEFT JOIN tm_rw tm_at ON tm_at.conv = tm_q.conv AND tm_at.r_all = tm_q.k + 1 + tm_q.q_k
+  LEFT JOIN tm_rw tm_prev ON tm_prev.conv = tm_q.conv AND tm_prev.r_all = tm_q.k + tm_q.q_prev
 )
-SELECT tm_q.conv AS conv, tm_q.usr AS usr,
-       CAST(CASE WHEN tm_q.join_pos IS NULL OR tm_at.pos > tm_q.join_pos THEN tm_at.pos END AS {{ int }}) AS pos,
-       CAST(CASE WHEN tm_prev.pos IS NOT NULL AND (tm_q.join_pos IS NULL OR tm_prev.pos > tm_q.join_pos) THEN 1 ELSE 0 END AS {{ int }}) AS representable
-FROM tm_q
-LEFT JOIN tm_w tm_at ON tm_at.conv = tm_q.conv AND tm_at.r_all = tm_q.k + 1 + tm_q.q_k
-LEFT JOIN tm_w tm_prev ON tm_prev.conv = tm_q.conv AND tm_prev.r_all = tm_q.k + tm_q.q_prev
+{% endmacro %}
