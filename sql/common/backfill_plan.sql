@@ -81,7 +81,7 @@ WITH tm_subj AS (
 {% if has_counter %}
          tm_r.pos AS rk_pos, tm_r.representable AS rk_rep,
 {% endif %}
-         {% if has_quiet %}tm_u.unsettled{% else %}0{% endif %} AS uns,
+         {{ "tm_u.unsettled" if has_quiet else "0" }} AS uns,
 
          COALESCE(tm_mp.v, 0) AS mp
   FROM tm_subj tm_s
