@@ -593,3 +593,48 @@ pub fn app_sql(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary line counts only the watermarks that changed as written; the ones already
+    /// at or past the evidence are reported apart, and a resumed run says where it went on.
+    #[test]
+    fn backfill_counts_changed_rows_and_says_where_it_resumed() {
+        let s = BackfillSummary {
+            members: 10,
+            batches: 3,
+            written: 4,
+            advanced: 2,
+            unchanged: 3,
+            resumed_after_batches: Some(2),
+            resumed_after: Some("42".into()),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        backfill(&mut out, &s, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(
+                "backfill: 10 members in 3 batches; wrote 6 watermarks (4 new, 2 advanced); 3 already at or past the evidence, left as they were\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("resumed from the checkpoint after 42 (an unfinished run: 2 batches"),
+            "{text}"
+        );
+        let fresh = BackfillSummary {
+            written: 1,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        backfill(&mut out, &fresh, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.contains("resumed") && !text.contains("already at or past"),
+            "{text}"
+        );
+    }
+}
