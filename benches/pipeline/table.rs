@@ -47,6 +47,16 @@ pub fn count(v: &Option<Value>, key: &str) -> Option<u64> {
     v.as_ref()?.get(key)?.as_u64()
 }
 
+/// One job's row: its name, tidemark's result, the reference time, the naive loop's result,
+/// and the count its rows per second are of.
+type Job<'a> = (
+    &'a str,
+    &'a Option<Value>,
+    Option<f64>,
+    &'a Option<Value>,
+    &'a str,
+);
+
 /// A naive loop's time and whether it was extrapolated from a sample (marked `*`).
 fn loop_secs(v: &Option<Value>) -> Option<(f64, bool)> {
     let v = v.as_ref()?;
@@ -91,7 +101,7 @@ pub fn print_table(rows: &[Figures]) {
                 f.members,
                 f.messages
             );
-            let jobs: [(&str, &Option<Value>, Option<f64>, &Option<Value>, &str); 3] = [
+            let jobs: [Job; 3] = [
                 (
                     "backfill",
                     &f.backfill,

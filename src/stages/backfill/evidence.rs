@@ -14,7 +14,7 @@ use super::super::{begin_snapshot, commit, rollback, Batch, Scope};
 use super::binds::{markers, number, Numbered};
 use super::BackfillSummary;
 use crate::dialect::{render, Dialect, SqlContext};
-use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
+use crate::mapping::{EvidenceKind, Mapping};
 
 /// How the settle time applies to a run.
 #[derive(Debug, Clone, Default)]
@@ -72,11 +72,7 @@ fn plan_vars(mapping: &Mapping, settle: &Settle, batch: Option<&Batch>) -> minij
         Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_c.conv")),
         _ => None,
     };
-    let policy = match mapping.policy {
-        EvidencePolicy::First => "first",
-        EvidencePolicy::Highest => "highest",
-    };
-    minijinja::context! { range => markers(batch), quiet => quiet, policy => policy }
+    minijinja::context! { range => markers(batch), quiet => quiet, policy => mapping.policy.as_str() }
 }
 
 /// The statements one batch runs, in order, with their binds numbered: on an engine that
@@ -127,6 +123,9 @@ pub(super) fn preview_statement(
     ))
 }
 
+/// Builds the run's checkpoint (JSON) from the counts including the batch being written.
+pub(super) type CheckpointOf<'a> = &'a dyn Fn(&BackfillSummary) -> Result<serde_json::Value>;
+
 /// Writes one batch (the plan, the forward-only INSERT … SELECT, the tally) and, with
 /// `checkpoint`, the run's checkpoint built from the counts, in one transaction: after a crash
 /// either both are there or neither (a kill -9 resumes exactly). Without `checkpoint` (a dry
@@ -141,7 +140,7 @@ pub(super) async fn run_batch(
     settle: &Settle,
     batch: &Batch,
     summary: &mut BackfillSummary,
-    checkpoint: Option<(i64, &dyn Fn(&BackfillSummary) -> Result<serde_json::Value>)>,
+    checkpoint: Option<(i64, CheckpointOf<'_>)>,
 ) -> Result<()> {
     let dialect = ctx.dialect;
     let Some((ledger_id, checkpoint)) = checkpoint else {

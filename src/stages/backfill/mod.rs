@@ -406,7 +406,7 @@ async fn run_batches(
                     settle,
                     &batch,
                     &mut attempt,
-                    ledger_id.map(|id| (id, &checkpoint as &dyn Fn(&BackfillSummary) -> Result<serde_json::Value>)),
+                    ledger_id.map(|id| (id, &checkpoint as CheckpointOf<'_>)),
                 )
                 .await;
                 match step {
@@ -579,5 +579,5 @@ mod binds;
 mod evidence;
 mod throttle;
 
-use evidence::{run_batch, settle_predicate, Settle};
+use evidence::{run_batch, settle_predicate, CheckpointOf, Settle};
 pub use throttle::throttle_delay;
