@@ -136,8 +136,19 @@ impl ReportWriter {
 
     /// Flushes, fsyncs and renames the report into place; returns its SHA-256 (hex).
     ///
-    /// Errors (exit 3): disk full, rename across file systems refused.
+    /// Errors (exit 3): disk full, rename across file systems refused. The temporary file is
+    /// removed then (nothing half-written is left beside the destination either).
     pub fn finish(self) -> Result<String> {
+        let tmp = self.tmp.clone();
+        let result = self.write_out();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// [`ReportWriter::finish`] without the clean-up of the temporary file on failure.
+    fn write_out(self) -> Result<String> {
         let writer = self
             .csv
             .into_inner()

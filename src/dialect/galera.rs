@@ -12,7 +12,7 @@
 use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 
-use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt};
+use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
 use crate::db::{now_ms, text};
 
 /// A lock row whose heartbeat is older than this is stale: its runner is taken to be gone.
@@ -29,7 +29,9 @@ const CREATE_SQL: &str = "CREATE TABLE IF NOT EXISTS tidemark_lock (\
      ) ENGINE=InnoDB";
 
 /// Whether the session's server is a Galera node with replication on (`wsrep_on = ON`; MySQL
-/// and a MariaDB without Galera have no such variable, or have it OFF).
+/// and a MariaDB without Galera have no such variable, or have it OFF). Asked when a runner
+/// lock is taken (and by `status`), not at each heartbeat: the lock remembers its
+/// [`LockKind`].
 ///
 /// Errors: the server cannot be asked.
 pub fn is_galera<'a>(conn: &'a mut AnyConnection) -> BoxFuture<'a, Result<bool>> {
@@ -125,7 +127,7 @@ fn once<'a>(conn: &'a mut AnyConnection, op: &'a Op<'a>) -> BoxFuture<'a, Result
                     .await?;
             }
         }
-        Ok(LockAttempt::Taken)
+        Ok(LockAttempt::Taken(LockKind::Row))
     })
 }
 
