@@ -142,7 +142,12 @@ async fn backend_killed_mid_backfill(backend: Backend) {
     names(
         &run,
         "the lost connection",
-        &["terminat", "connection", "killed", "server"],
+        &[
+            "terminat",
+            "connection",
+            "killed",
+            "communicating with database",
+        ],
     );
     // The batches before the kill were committed, the one in flight was not.
     let after = watermarks(&mut admin).await;
@@ -256,10 +261,20 @@ async fn backfill_lock_timeout(backend: Backend) {
         "the lock wait",
         &["lock wait", "lock timeout", "database is locked"],
     );
-    assert_eq!(scalar(&mut admin, "SELECT COUNT(*) FROM read_watermarks").await, 0);
+    assert_eq!(
+        scalar(&mut admin, "SELECT COUNT(*) FROM read_watermarks").await,
+        0
+    );
     let runs = statuses(&mut admin, "backfill").await;
-    eprintln!("{}: lock timeout left ledger {runs:?}: {}", backend.name(), run.stderr);
-    assert!(runs.iter().all(|s| s != "done" && s != "running"), "{runs:?}");
+    eprintln!(
+        "{}: lock timeout left ledger {runs:?}: {}",
+        backend.name(),
+        run.stderr
+    );
+    assert!(
+        runs.iter().all(|s| s != "done" && s != "running"),
+        "{runs:?}"
+    );
 
     f.run(&BACKFILL).expect_code(0);
     assert_eq!(watermarks(&mut admin).await, want);
@@ -268,21 +283,22 @@ async fn backfill_lock_timeout(backend: Backend) {
 
 // ---- the report's disk full ----
 
-/// `audit --report` onto a 4 KiB file system (a tmpfs; without the right to mount one, a
-/// file-size limit of 2 KiB on the process): exit 3 naming the disk, neither the report nor
-/// its temporary file left, the audit recorded as failed; the rerun elsewhere gives the
-/// uninterrupted report.
+/// `audit --report` onto a full file system (a 64 KiB tmpfs filled up first; without the right
+/// to mount one, a file-size limit of one block on the process): exit 3 naming the disk,
+/// neither the report nor its temporary file left, the audit recorded as failed; the rerun
+/// elsewhere gives the uninterrupted report.
 async fn report_disk_full(backend: Backend) {
     let (_, want) = baseline(backend).await;
-    assert!(want.len() > 8192, "the report outgrows the small disk");
+    assert!(want.len() > 1024, "the report outgrows one block");
     let Some(f) = Fixture::generated(backend, "fault_diskfull").await else {
         return;
     };
     f.run(&BACKFILL).expect_code(0);
     let mut admin = f.connect().await;
-    let disk = faults::SmallDisk::mount(4096);
+    let disk = faults::SmallDisk::mount(65536);
     let (run, folder) = match &disk {
         Some(disk) => {
+            disk.fill();
             let report = disk.path.join("drift.csv");
             (
                 f.run(&["audit", "--quiet", "--report", report.to_str().unwrap()]),
@@ -298,7 +314,7 @@ async fn report_disk_full(backend: Backend) {
             eprintln!("{}: no tmpfs (not root): a file-size limit", backend.name());
             std::fs::create_dir(f.path().join("out")).unwrap();
             let cmd = format!(
-                "trap '' XFSZ; ulimit -f 2; exec '{}' audit --quiet --report out/drift.csv --database '{}' --mapping m.toml",
+                "trap '' XFSZ; ulimit -f 1; exec '{}' audit --quiet --report out/drift.csv --database '{}' --mapping m.toml",
                 crate::common::bin::PATH,
                 f.db.url
             );
@@ -312,17 +328,14 @@ async fn report_disk_full(backend: Backend) {
         }
     };
     run.expect_code(3);
-    names(
-        &run,
-        "the full disk",
-        &["no space left", "file too large"],
-    );
-    assert!(
-        faults::files(&folder).is_empty(),
-        "nothing left on the full disk: {:?}",
-        faults::files(&folder)
-    );
+    names(&run, "the full disk", &["no space left", "file too large"]);
+    let left: Vec<String> = faults::files(&folder)
+        .into_iter()
+        .filter(|n| n != faults::FILLER)
+        .collect();
+    assert!(left.is_empty(), "nothing left on the full disk: {left:?}");
     assert_eq!(statuses(&mut admin, "audit").await, ["failed"]);
+    eprintln!("{}: disk full: {}", backend.name(), run.stderr.trim());
     drop(disk);
 
     f.run(&["audit", "--quiet", "--report", "drift.csv"])
@@ -425,9 +438,19 @@ async fn audit_stopped_by(backend: Backend, signal: &str) {
         .await;
     }
     let run = wait(child, LIMIT);
-    run.expect_code(4);
     names(&run, "the signal", &["finishing the current batch"]);
-    assert_eq!(faults::files(f.path()), ["drift.csv.partial", "m.toml"]);
+    assert_eq!(
+        faults::files(f.path()),
+        ["drift.csv.partial", "m.toml"],
+        "{run:?}"
+    );
+    // Exit 4, or 1 when what it covered already drifts above tolerance (README "Exit codes").
+    let part = std::fs::read_to_string(f.path().join("drift.csv.partial")).unwrap();
+    run.expect_code(if part.lines().count() > 1 { 1 } else { 4 });
+    assert!(
+        part.len() < want.len() && want.starts_with(&part),
+        "the partial report is the head of the whole one"
+    );
     assert_eq!(statuses(&mut admin, "audit").await, ["incomplete"]);
 
     let mut resume = args.to_vec();
@@ -452,26 +475,29 @@ async fn audit_sigint(backend: Backend) {
 
 // ---- kill -9 during contract --execute ----
 
-/// A scenario with no drift after the backfill: the gate opens.
-const CLEAN_SCENARIO: &str = "S3a-multi-device-receipts";
-
-/// A clean scenario, expanded, backfilled and audited: the contract's gate is open.
+/// A generated fleet, expanded and backfilled: its counters drift, so every contract here is
+/// forced past the closed gate (`--force --reason`), which runs the same steps.
 async fn contract_fixture(backend: Backend, label: &str) -> Option<(Fixture, Vec<String>)> {
-    let db = TestDb::create(backend, label).await?;
-    let mut conn = db.connect().await;
-    scenario::load_one(&mut conn, CLEAN_SCENARIO).await;
-    let f = Fixture::with_mapping(db, &scenario::mapping_toml("per_member", false));
-    f.run(&["backfill", "--quiet"]).expect_code(0);
-    f.run(&["audit", "--quiet", "--report", "a.csv"])
-        .expect_code(0);
+    let f = Fixture::generated(backend, label).await?;
+    f.run(&BACKFILL).expect_code(0);
+    let mut conn = f.connect().await;
     let values = counters(&mut conn).await;
-    assert!(values.len() > 2, "several counter rows: {values:?}");
+    assert!(values.len() > 100, "many counter rows: {}", values.len());
     let _ = conn.close().await;
     Some((f, values))
 }
 
-/// The contract arguments of every run here (one row per archive batch).
-const CONTRACT: [&str; 5] = ["contract", "--execute", "--quiet", "--batch-size", "1"];
+/// The contract arguments of every run here (several archive batches).
+const CONTRACT: [&str; 8] = [
+    "contract",
+    "--execute",
+    "--quiet",
+    "--force",
+    "--reason",
+    "fault test",
+    "--batch-size",
+    "200",
+];
 
 /// kill -9 at each step of `contract --execute` in turn (in the archive after its first
 /// batch, before the checksum, before the DDL), each a new run on the same database: after
@@ -591,7 +617,11 @@ async fn contract_kill9_while_ddl_waits(backend: Backend) {
     if column {
         assert_eq!(counters(&mut admin).await, values);
     }
-    assert_eq!(archived(&mut admin, id).await, values, "the verified archive");
+    assert_eq!(
+        archived(&mut admin, id).await,
+        values,
+        "the verified archive"
+    );
     eprintln!(
         "{}: kill -9 while the DDL waited: column {}",
         backend.name(),

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-
 use sqlx::{AnyConnection, Connection, Row};
 use tidemark::db::Dsn;
 use tidemark::generate::{generate, GenerateOptions};
@@ -300,10 +299,9 @@ pub async fn kill_session(admin: &mut AnyConnection, backend: Backend, id: i64) 
 /// `LOCK TABLES … WRITE` (reads, a metadata lock); SQLite `BEGIN IMMEDIATE` (the write lock).
 pub fn hold_lock_sql(backend: Backend, table: &str, block_reads: bool) -> Vec<String> {
     match (backend, block_reads) {
-        (Backend::Postgres, false) => vec![
-            "BEGIN".into(),
-            format!("LOCK TABLE {table} IN SHARE MODE"),
-        ],
+        (Backend::Postgres, false) => {
+            vec!["BEGIN".into(), format!("LOCK TABLE {table} IN SHARE MODE")]
+        }
         (Backend::Postgres, true) => vec![
             "BEGIN".into(),
             format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"),
@@ -357,6 +355,20 @@ impl SmallDisk {
             .map(|s| s.success())
             .unwrap_or(false);
         ok.then_some(SmallDisk { path, _dir: dir })
+    }
+}
+
+/// The file [`SmallDisk::fill`] writes.
+pub const FILLER: &str = "filler";
+
+impl SmallDisk {
+    /// Fills the disk: writes [`FILLER`] until the file system refuses (ENOSPC).
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut file = std::fs::File::create(self.path.join(FILLER)).unwrap();
+        let block = [b'x'; 512];
+        while file.write_all(&block).and_then(|_| file.flush()).is_ok() {}
+        let _ = file.sync_all();
     }
 }
 
