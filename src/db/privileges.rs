@@ -258,8 +258,13 @@ pub async fn missing_ddl_right(
                     }
                 }
                 let e = match sqlx::raw_sql(&p.sql).execute(&mut *conn).await {
-                    // Refused for another reason (or, unexpectedly, accepted): the right is there.
-                    Ok(_) => continue,
+                    // Accepted (then undone), or refused for another reason: the right is there.
+                    Ok(_) => {
+                        if let Some(undo) = &p.undo {
+                            sqlx::raw_sql(undo).execute(&mut *conn).await?;
+                        }
+                        continue;
+                    }
                     Err(e) => anyhow::Error::from(e),
                 };
                 if !is_permission_denied(&e) {
@@ -278,11 +283,24 @@ pub async fn missing_ddl_right(
                     })
                     .unwrap_or_else(|| e.to_string());
                 let who = grantee_or_placeholder(conn, dialect).await;
-                return Ok(Some(format!(
-                    "permission denied: this user may not {} table {table} ({why}); missing: GRANT {} ON {} TO {who}",
-                    p.privileges,
-                    p.privileges,
+                let on = if p.on_database {
+                    let schema = match table.split_once('.') {
+                        Some((schema, _)) => schema.to_string(),
+                        None => {
+                            let row = sqlx::query("SELECT DATABASE()")
+                                .fetch_one(&mut *conn)
+                                .await?;
+                            text(&row, 0)?.unwrap_or_default()
+                        }
+                    };
+                    format!("{}.*", dialect.quote(&schema))
+                } else {
                     dialect.quote(table)
+                };
+                return Ok(Some(format!(
+                    "permission denied: this user may not {} table {table} ({why}); missing: GRANT {} ON {on} TO {who}",
+                    p.privileges,
+                    p.privileges,
                 )));
             }
             Ok(None)

@@ -99,6 +99,11 @@ pub struct RefusedProbe {
     /// A query answering one integer, above 0 when the statement must not run (it could
     /// change something there), with its bind values; the probe is then skipped.
     pub skip_if: Option<(String, Vec<Option<String>>)>,
+    /// What undoes the statement when the server accepts it (`UNLOCK TABLES`).
+    pub undo: Option<String>,
+    /// The privilege is granted on a whole database (`LOCK TABLES`): the GRANT names
+    /// `` `database`.* `` (the table's schema, or the session's database) instead of the table.
+    pub on_database: bool,
 }
 
 pub trait SqlDialect: Sync + std::fmt::Debug {

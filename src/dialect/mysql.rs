@@ -269,16 +269,30 @@ impl SqlDialect for Mysql {
     }
 
     /// `ALTER TABLE t FORCE, ALGORITHM=INSTANT`: refused for want of ALTER (1142), else
-    /// refused because a rebuild is never instant (1845). With `drop_table`, `ALTER TABLE t
-    /// DROP PARTITION tidemark_privilege_probe` (needs ALTER and DROP; refused as 1505 on a
-    /// table without partitions), skipped if a partition of that name exists.
+    /// refused because a rebuild is never instant (1845). `LOCK TABLES` (the contract's DDL
+    /// runs under `LOCK TABLES … WRITE`, a database-wide privilege): a READ lock on tidemark's
+    /// own archive table, released at once (the counter's table is never locked by the
+    /// probe). With `drop_table`, `ALTER TABLE t DROP PARTITION tidemark_privilege_probe`
+    /// (needs ALTER and DROP; refused as 1505 on a table without partitions), skipped if a
+    /// partition of that name exists.
     fn ddl_privilege_probe(&self, table: &str, drop_table: bool) -> Option<super::DdlProbe> {
         let t = <dyn SqlDialect>::quote(self, table);
-        let mut probes = vec![super::RefusedProbe {
-            privileges: "ALTER",
-            sql: format!("ALTER TABLE {t} FORCE, ALGORITHM=INSTANT"),
-            skip_if: None,
-        }];
+        let mut probes = vec![
+            super::RefusedProbe {
+                privileges: "ALTER",
+                sql: format!("ALTER TABLE {t} FORCE, ALGORITHM=INSTANT"),
+                skip_if: None,
+                undo: None,
+                on_database: false,
+            },
+            super::RefusedProbe {
+                privileges: "LOCK TABLES",
+                sql: format!("LOCK TABLES {} READ", crate::ledger::ARCHIVE_TABLE),
+                skip_if: None,
+                undo: Some("UNLOCK TABLES".to_string()),
+                on_database: true,
+            },
+        ];
         if drop_table {
             probes.push(super::RefusedProbe {
                 privileges: "ALTER, DROP",
@@ -290,6 +304,8 @@ impl SqlDialect for Mysql {
                         .to_string(),
                     self.catalog_table_binds(table),
                 )),
+                undo: None,
+                on_database: false,
             });
         }
         Some(super::DdlProbe::Refused(probes))
