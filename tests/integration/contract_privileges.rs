@@ -72,6 +72,30 @@ async fn contract_without_alter_is_refused_before_the_archive(backend: Backend) 
         }
     };
     exec_all(&mut admin, &create).await;
+    if backend == Backend::Mysql {
+        // On a Galera node the runner lock is a row of tidemark_lock, created on first use:
+        // by the admin here, the user then needs only to write its rows (README).
+        let mut conn = f.connect().await;
+        if tidemark::dialect::galera::is_galera(&mut conn)
+            .await
+            .unwrap()
+        {
+            let lock = tidemark::lock::RunnerLock::acquire(
+                &mut conn,
+                tidemark::dialect::Dialect::Mysql,
+                "tidemark:test:create",
+            )
+            .await
+            .unwrap();
+            lock.release(&mut conn).await.unwrap();
+            exec_all(
+                &mut admin,
+                &[format!("GRANT DELETE ON `{name}`.`tidemark_lock` TO {who}")],
+            )
+            .await;
+        }
+        let _ = conn.close().await;
+    }
     let mut url = url::Url::parse(&f.db.url).unwrap();
     url.set_username(&user).unwrap();
     url.set_password(Some(PASSWORD)).unwrap();

@@ -68,7 +68,20 @@ async fn lock_kind_and_heartbeat(backend: Backend) {
     };
     let want = match backend {
         Backend::Sqlite => LockKind::Row,
-        _ => LockKind::Session,
+        Backend::Postgres => LockKind::Session,
+        // A Galera node (TIDEMARK_TEST_MYSQL_URL may name one) takes a lock row.
+        Backend::Mysql => {
+            let mut conn = db.connect().await;
+            let galera = tidemark::dialect::galera::is_galera(&mut conn)
+                .await
+                .unwrap();
+            let _ = conn.close().await;
+            if galera {
+                LockKind::Row
+            } else {
+                LockKind::Session
+            }
+        }
     };
     take_and_beat(&db.url, want, backend == Backend::Mysql).await;
     db.cleanup().await;
