@@ -28,8 +28,7 @@ use crate::common::faults::{
     self, archived, counter_column_exists, counters, kill_session, scalar, session_id, statuses,
     wait, waiting_session, watermarks, Fixture,
 };
-use crate::common::{exec_all, on_every_backend, Backend, TestDb};
-use crate::scenario;
+use crate::common::{exec_all, on_every_backend, Backend};
 
 on_every_backend!(servers: backend_killed_mid_backfill, backend_killed_mid_audit);
 on_every_backend!(multi_thread: backfill_lock_timeout, report_disk_full);
@@ -101,8 +100,8 @@ fn names(run: &Run, what: &str, needles: &[&str]) {
 
 // ---- the server's backend killed in the middle of a batch ----
 
-/// A backfill waits inside a batch (its write blocked by a second connection's lock on the
-/// watermark table, after some batches committed); its server session is killed: exit 3,
+/// A backfill waits inside a batch (its write blocked by a second connection's uncommitted
+/// watermarks of the later conversations, after some batches committed); its server session is killed: exit 3,
 /// the committed batches stay, the run is not recorded as done, and the rerun reaches the
 /// uninterrupted run's watermarks.
 async fn backend_killed_mid_backfill(backend: Backend) {
@@ -124,22 +123,14 @@ async fn backend_killed_mid_backfill(backend: Backend) {
     until!("a first batch", {
         (scalar(&mut admin, "SELECT COUNT(*) FROM read_watermarks").await > 0).then_some(())
     });
-    exec_all(
-        &mut holder,
-        &faults::hold_lock_sql(backend, "read_watermarks", false),
-    )
-    .await;
+    exec_all(&mut holder, &faults::hold_rows_sql(backend, HELD_AFTER)).await;
     let victim = until!("the backfill waiting for the lock", {
         waiting_session(&mut admin, backend, &f.db.name, &mine).await
     });
     let before = watermarks(&mut admin).await;
     kill_session(&mut admin, backend, victim).await;
     let run = wait(child, LIMIT);
-    exec_all(
-        &mut holder,
-        &[faults::release_lock_sql(backend, false).to_string()],
-    )
-    .await;
+    exec_all(&mut holder, &["ROLLBACK".to_string()]).await;
     run.expect_code(3);
     names(
         &run,
@@ -163,7 +154,7 @@ async fn backend_killed_mid_backfill(backend: Backend) {
     f.run(&BACKFILL).expect_code(0);
     assert_eq!(watermarks(&mut admin).await, want);
     let runs = statuses(&mut admin, "backfill").await;
-    assert_eq!(runs.last().map(String::as_str), Some("done"), "{runs:?}");
+    assert_eq!(runs, ["done"], "the killed run resumed and finished");
     done(f, vec![admin, holder]).await;
 }
 
@@ -236,9 +227,13 @@ async fn backend_killed_mid_audit(backend: Backend) {
 
 // ---- a statement that hits the lock timeout ----
 
-/// A second connection holds the watermark table's rows (SQLite: the database's write lock):
-/// the backfill's lock waits give up after `--lock-timeout`, it retries `--retries` times,
-/// then exits 3 naming the lock wait, with nothing of that batch written; the rerun finishes.
+/// The conversations after this one are held by the second connection.
+const HELD_AFTER: i64 = 100;
+
+/// A second connection holds watermark rows of the later conversations (SQLite: the
+/// database's write lock): the backfill's lock waits give up after `--lock-timeout`, it retries
+/// `--retries` times, then exits 3 naming the lock wait, the batches before kept and nothing of
+/// the held ones written; the rerun finishes.
 async fn backfill_lock_timeout(backend: Backend) {
     let Some((want, _)) = baseline(backend).await else {
         return;
@@ -248,29 +243,36 @@ async fn backfill_lock_timeout(backend: Backend) {
     };
     let mut admin = f.connect().await;
     let mut holder = f.connect().await;
-    exec_all(
-        &mut holder,
-        &faults::hold_lock_sql(backend, "read_watermarks", false),
-    )
-    .await;
+    // Servers: the application's uncommitted watermarks of the later conversations (their row
+    // locks): the batches before them commit, the first batch that reaches them waits.
+    // SQLite: the database's write lock.
+    let hold = match backend {
+        Backend::Sqlite => faults::hold_lock_sql(backend, "read_watermarks", false),
+        _ => faults::hold_rows_sql(backend, HELD_AFTER),
+    };
+    exec_all(&mut holder, &hold).await;
     let mut args = BACKFILL.to_vec();
     args.extend(["--lock-timeout", "1s", "--retries", "2"]);
     let run = f.run(&args);
-    exec_all(
-        &mut holder,
-        &[faults::release_lock_sql(backend, false).to_string()],
-    )
-    .await;
+    exec_all(&mut holder, &["ROLLBACK".to_string()]).await;
     run.expect_code(3);
     names(
         &run,
         "the lock wait",
         &["lock wait", "lock timeout", "database is locked"],
     );
-    assert_eq!(
-        scalar(&mut admin, "SELECT COUNT(*) FROM read_watermarks").await,
-        0
-    );
+    let kept = scalar(&mut admin, "SELECT COUNT(*) FROM read_watermarks").await;
+    let beyond = scalar(
+        &mut admin,
+        &format!("SELECT COUNT(*) FROM read_watermarks WHERE conversation_id > {HELD_AFTER}"),
+    )
+    .await;
+    assert_eq!(beyond, 0, "nothing of the held conversations written");
+    if backend == Backend::Sqlite {
+        assert_eq!(kept, 0, "nothing written under the write lock");
+    } else {
+        assert!(kept > 0, "the batches before the held rows are kept");
+    }
     let runs = statuses(&mut admin, "backfill").await;
     eprintln!(
         "{}: lock timeout left ledger {runs:?}: {}",

@@ -315,6 +315,24 @@ pub fn hold_lock_sql(backend: Backend, table: &str, block_reads: bool) -> Vec<St
     }
 }
 
+/// The statements that make a second connection hold row locks on the watermarks of every
+/// conversation after `after` until ROLLBACK: the application's watermarks for those members,
+/// inserted and not committed (a backfill's upsert of the same keys waits for them).
+/// PostgreSQL and MySQL/MariaDB.
+pub fn hold_rows_sql(backend: Backend, after: i64) -> Vec<String> {
+    let begin = match backend {
+        Backend::Postgres => "BEGIN",
+        _ => "START TRANSACTION",
+    };
+    vec![
+        begin.to_string(),
+        format!(
+            "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id, source) \
+             SELECT user_id, conv_id, 0, 'application' FROM unread_counters WHERE conv_id > {after}"
+        ),
+    ]
+}
+
 /// What ends a lock taken with [`hold_lock_sql`].
 pub fn release_lock_sql(backend: Backend, block_reads: bool) -> &'static str {
     match (backend, block_reads) {
