@@ -37,8 +37,9 @@ pub enum Outcome {
     GateClosed,
     /// `inspect`: no complete mapping could be proposed (what is missing was named).
     MappingIncomplete,
-    /// Stopped before covering every row (`audit --run-time`, or a backfill stopped by
-    /// Ctrl-C); running the same command again continues from the checkpoint.
+    /// Stopped before covering every row (`audit --run-time`, or an audit or a backfill
+    /// stopped by Ctrl-C or SIGTERM); running the same command again (audit: `--resume`)
+    /// continues from the checkpoint.
     Incomplete,
 }
 

@@ -283,7 +283,7 @@ pub async fn missing_ddl_right(
                     })
                     .unwrap_or_else(|| e.to_string());
                 let who = grantee_or_placeholder(conn, dialect).await;
-                let on = if p.on_database {
+                let (what, on) = if p.on_database {
                     let schema = match table.split_once('.') {
                         Some((schema, _)) => schema.to_string(),
                         None => {
@@ -293,12 +293,15 @@ pub async fn missing_ddl_right(
                             text(&row, 0)?.unwrap_or_default()
                         }
                     };
-                    format!("{}.*", dialect.quote(&schema))
+                    (
+                        format!("in database {schema} (the DROP runs under it on {table})"),
+                        format!("{}.*", dialect.quote(&schema)),
+                    )
                 } else {
-                    dialect.quote(table)
+                    (format!("table {table}"), dialect.quote(table))
                 };
                 return Ok(Some(format!(
-                    "permission denied: this user may not {} table {table} ({why}); missing: GRANT {} ON {on} TO {who}",
+                    "permission denied: this user may not {} {what} ({why}); missing: GRANT {} ON {on} TO {who}",
                     p.privileges,
                     p.privileges,
                 )));
