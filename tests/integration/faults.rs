@@ -346,6 +346,27 @@ async fn report_disk_full(backend: Backend) {
     assert!(left.is_empty(), "nothing left on the full disk: {left:?}");
     assert_eq!(statuses(&mut admin, "audit").await, ["failed"]);
     eprintln!("{}: disk full: {}", backend.name(), run.stderr.trim());
+    if let Some(disk) = &disk {
+        // The metrics file on the full disk (the report elsewhere): exit 3, no temporary file.
+        let metrics = disk.path.join("tidemark.prom");
+        let run = f.run(&[
+            "audit",
+            "--quiet",
+            "--report",
+            "elsewhere.csv",
+            "--metrics-file",
+            metrics.to_str().unwrap(),
+        ]);
+        run.expect_code(3);
+        names(&run, "the full disk", &["no space left"]);
+        assert_eq!(faults::files(&disk.path), [faults::FILLER], "{run:?}");
+        eprintln!(
+            "{}: metrics on a full disk: {} (ledger {:?})",
+            backend.name(),
+            run.stderr.trim(),
+            statuses(&mut admin, "audit").await
+        );
+    }
     drop(disk);
 
     f.run(&["audit", "--quiet", "--report", "drift.csv"])
