@@ -48,3 +48,4 @@ mod secrets;
 mod snapshot;
 mod synapse;
 mod tolerance;
+mod total_minus_seen;
