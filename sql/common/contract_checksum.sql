@@ -11,7 +11,7 @@ SELECT COUNT(*) AS n, COUNT({{ v }}) AS non_null,
        CAST(COALESCE(SUM({{ exact(v) }}), 0) AS {{ text_type }}) AS total,
        CAST(COALESCE(SUM({{ exact(v) }} * {{ exact(v) }}), 0) AS {{ text_type }}) AS squares
 {% if side == "archive" %}
-FROM tidemark_counter_archive WHERE contract_id = {{ param }}{% if archive_of %} AND counter_table = {{ archive_of[0] }} AND counter_column = {{ archive_of[1] }}{% endif %}
+FROM tidemark_counter_archive WHERE contract_id = {{ param }}{% if archive_of is defined and archive_of %} AND counter_table = {{ archive_of[0] }} AND counter_column = {{ archive_of[1] }}{% endif %}
 {% else %}
 FROM {{ ctr.table }}
 {% endif %}

@@ -6,7 +6,7 @@ WHERE NOT EXISTS (
   SELECT 1 FROM tidemark_counter_archive
   WHERE tidemark_counter_archive.contract_id = {{ param }}
     AND tidemark_counter_archive.conversation_id = {{ ctr.table }}.{{ key_conv }}
-{% if archive_of %}
+{% if archive_of is defined and archive_of %}
     AND tidemark_counter_archive.counter_table = {{ archive_of[0] }}
     AND tidemark_counter_archive.counter_column = {{ archive_of[1] }}
 {% endif %}
