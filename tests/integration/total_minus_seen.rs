@@ -17,7 +17,11 @@ use tidemark::mapping::Mapping;
 use tidemark::stages::contract::{self, ContractOptions};
 use tidemark::stages::{audit, backfill, expand, text};
 
-on_every_backend!(total_minus_seen, several_rows_per_member);
+on_every_backend!(
+    total_minus_seen,
+    several_rows_per_member,
+    contract_resumes_after_a_kill
+);
 
 const T: i64 = 1_700_000_000_000;
 
@@ -398,6 +402,192 @@ INSERT INTO read_pos (conv_id, user_id, pos) VALUES (1, 2, 0);
             assert_eq!(archived, 0);
         }
     }
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// A contract killed between its two drops (the first column gone, the second archived but
+/// not dropped, the ledger row left `running` as a kill leaves it) is finished by the next run:
+/// it names the first target as done by the killed run, does not audit again (the value
+/// cannot be read without the first column), archives and drops the second, and the archive
+/// rows of both runs together equal the values.
+async fn contract_resumes_after_a_kill(backend: Backend) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let Some(db) = TestDb::create(backend, "tms_kill").await else {
+        return;
+    };
+    let dsn = Dsn::parse(&db.url).unwrap();
+    let dialect = dsn.dialect;
+    let int = dialect.int_cast();
+    let mut conn = dsn.connect().await.unwrap();
+    let dir = fixture_dir();
+    exec_all(
+        &mut conn,
+        &statements(&std::fs::read_to_string(dir.join("schema.sql")).unwrap()),
+    )
+    .await;
+    for (c, u, seen) in [(1, 1, 4), (1, 3, 5), (1, 4, 6), (2, 6, 2), (2, 7, 3)] {
+        exec_all(
+            &mut conn,
+            &[format!(
+                "UPDATE channel_members SET seen_count = {seen} WHERE conv_id = {c} AND user_id = {u}"
+            )],
+        )
+        .await;
+    }
+    let mapping = Mapping::load(&dir.join("tidemark.toml")).unwrap();
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .unwrap();
+    backfill::run(&mut conn, &mapping, dialect, &Default::default())
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = audit::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &audit::AuditOptions {
+            report: tmp.path().join("a.csv"),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(a.summary.passed);
+    let totals_sql = format!(
+        "SELECT conv_id, CAST(NULL AS {int}), CAST(message_total AS {int}) FROM conversations"
+    );
+    let seen_sql =
+        format!("SELECT conv_id, user_id, CAST(seen_count AS {int}) FROM channel_members");
+    let totals = values(&mut conn, &totals_sql).await;
+    let seen = values(&mut conn, &seen_sql).await;
+
+    // The first run "dies" before its second drop.
+    let calls = Arc::new(AtomicU32::new(0));
+    let hook_calls = calls.clone();
+    let hook: contract::Hook = Arc::new(move || {
+        let n = hook_calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if n == 1 {
+                anyhow::bail!("killed before the second drop")
+            }
+            Ok(())
+        })
+    });
+    let opts = ContractOptions {
+        execute: true,
+        audit_report: Some(tmp.path().join("final.csv")),
+        ..Default::default()
+    };
+    let first = contract::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &ContractOptions {
+            before_ddl: Some(hook),
+            ..opts.clone()
+        },
+    )
+    .await;
+    assert!(first.is_err(), "the first run must fail at its second drop");
+    let first_id: i64 = sqlx::query_scalar(&format!(
+        "SELECT CAST(MAX(id) AS {int}) FROM tidemark_ledger WHERE stage = 'contract'"
+    ))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    // A kill leaves the ledger row running.
+    exec_all(
+        &mut conn,
+        &[format!(
+            "UPDATE tidemark_ledger SET status = 'running' WHERE id = {first_id}"
+        )],
+    )
+    .await;
+    let gone = |sql: &str| sql.to_string();
+    assert!(
+        sqlx::raw_sql(&gone("SELECT message_total FROM conversations WHERE 1 = 0"))
+            .execute(&mut conn)
+            .await
+            .is_err()
+    );
+    assert!(
+        sqlx::raw_sql(&gone("SELECT seen_count FROM channel_members WHERE 1 = 0"))
+            .execute(&mut conn)
+            .await
+            .is_ok()
+    );
+
+    // The dry run names what is done and what is left; the run finishes it.
+    let dry = contract::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &ContractOptions {
+            execute: false,
+            ..opts.clone()
+        },
+    )
+    .await
+    .expect("dry run after the kill");
+    let ddl = dry.ddl.join("\n");
+    assert!(
+        ddl.contains(&format!(
+            "column conversations.message_total: done by contract run #{first_id}"
+        )),
+        "{ddl}"
+    );
+    assert!(dry.verdict.unwrap().open);
+    let second = contract::run(&mut conn, &mapping, dialect, &opts)
+        .await
+        .expect("the resumed contract");
+    assert!(second.executed);
+    assert!(
+        second.final_audit.is_none(),
+        "a resumed run does not audit again"
+    );
+    let second_id = second.ledger_id.unwrap();
+    let archive = |id: i64, table: &str, column: &str| {
+        format!(
+            "SELECT conversation_id, CAST(user_id AS {int}), counter_value FROM tidemark_counter_archive WHERE contract_id = {id} AND counter_table = '{table}' AND counter_column = '{column}'"
+        )
+    };
+    assert_eq!(
+        values(
+            &mut conn,
+            &archive(first_id, "conversations", "message_total")
+        )
+        .await,
+        totals
+    );
+    assert_eq!(
+        values(
+            &mut conn,
+            &archive(second_id, "channel_members", "seen_count")
+        )
+        .await,
+        seen
+    );
+    assert!(
+        sqlx::raw_sql("SELECT seen_count FROM channel_members WHERE 1 = 0")
+            .execute(&mut conn)
+            .await
+            .is_err()
+    );
+    let again = contract::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &ContractOptions {
+            execute: false,
+            ..opts
+        },
+    )
+    .await
+    .unwrap();
+    assert!(again.nothing_to_drop.is_some(), "{:?}", again.ddl);
     drop(conn);
     db.cleanup().await;
 }
