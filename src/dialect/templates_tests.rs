@@ -223,6 +223,7 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         },
                         seq_table => dialect.quote("chat.read_watermarks_seq"),
                         seq_index => dialect.quote("read_watermarks_seq_conv"),
+                        seq_msg_index => dialect.quote("messages_conv_seq"),
                     };
                     out.push((what, value));
                 }

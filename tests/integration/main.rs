@@ -49,3 +49,4 @@ mod snapshot;
 mod synapse;
 mod tolerance;
 mod total_minus_seen;
+mod two_connections;
