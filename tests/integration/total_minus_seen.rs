@@ -207,6 +207,34 @@ async fn total_minus_seen(backend: Backend) {
         [4, 6, 5, 6, 6, 1, 3, 0, 2, 3]
     );
 
+    // A view on the conversation total (not on the counter table) closes the gate, named.
+    exec_all(
+        &mut conn,
+        &["CREATE VIEW totals_view AS SELECT conv_id, message_total FROM conversations".into()],
+    )
+    .await;
+    let blocked = contract::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &ContractOptions {
+            audit_report: Some(tmp.path().join("final.csv")),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("contract dry run with a view");
+    let v = blocked.verdict.unwrap();
+    assert!(!v.open);
+    let reasons: Vec<String> = v.reasons.iter().map(|r| r.to_string()).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("totals_view") && r.contains("message_total")),
+        "{reasons:?}"
+    );
+    exec_all(&mut conn, &["DROP VIEW totals_view".into()]).await;
+
     // The dry run: the gate opens, both targets and the value are shown, nothing changes.
     let opts = ContractOptions {
         audit_report: Some(tmp.path().join("final.csv")),
