@@ -619,3 +619,55 @@ async fn contract_resumes_after_a_kill(backend: Backend) {
     drop(conn);
     db.cleanup().await;
 }
+
+/// README.md shows this fixture's `tidemark plan` contract part as it is (SQLite).
+#[tokio::test]
+async fn readme_shows_the_plan() {
+    use crate::common::bin;
+    let Some(db) = TestDb::create(Backend::Sqlite, "tms_plan").await else {
+        return;
+    };
+    let dsn = Dsn::parse(&db.url).unwrap();
+    let mut conn = dsn.connect().await.unwrap();
+    let dir = fixture_dir();
+    exec_all(
+        &mut conn,
+        &statements(&std::fs::read_to_string(dir.join("schema.sql")).unwrap()),
+    )
+    .await;
+    drop(conn);
+    let mapping = dir.join("tidemark.toml");
+    let args = |cmd: &str| {
+        vec![
+            cmd.to_string(),
+            "--database".to_string(),
+            db.url.clone(),
+            "--mapping".to_string(),
+            mapping.display().to_string(),
+        ]
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let expand: Vec<String> = args("expand");
+    let expand: Vec<&str> = expand.iter().map(String::as_str).collect();
+    bin::run(tmp.path(), &expand).expect_code(0);
+    let plan: Vec<String> = args("plan");
+    let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
+    let out = bin::run(tmp.path(), &plan);
+    out.expect_code(0);
+    let at = out
+        .stdout
+        .find("== 4. contract ==")
+        .expect("a contract part");
+    let part = out.stdout[at..]
+        .trim_end()
+        .trim_end_matches("nothing was changed")
+        .trim_end();
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(&format!("```text\n{part}\n```")),
+        "README.md does not show this plan's contract part:\n{part}"
+    );
+    db.cleanup().await;
+}
