@@ -308,6 +308,14 @@ async fn total_minus_seen(backend: Backend) {
     .unwrap();
     assert_eq!(kept, 8); // (1, 5) and (2, 1) never viewed
 
+    // `status` names the run that dropped them.
+    assert_eq!(
+        contract::dropped_by(&mut conn, &mapping, dialect)
+            .await
+            .unwrap(),
+        Some(id)
+    );
+
     // Again: nothing left to drop.
     let again = contract::run(&mut conn, &mapping, dialect, &opts)
         .await

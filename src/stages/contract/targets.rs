@@ -560,6 +560,17 @@ async fn audit_of_run(conn: &mut AnyConnection, dialect: Dialect, run: i64) -> R
         .await?)
 }
 
+/// The first target of the mapping's `[contract]` section (for `drop = "nothing"`, the
+/// counter table without a column): what a finished run records as its `target`.
+///
+/// Errors (exit 2): as [`targets_of`].
+pub(super) fn first_target(mapping: &Mapping) -> Result<Target> {
+    Ok(targets_of(mapping)?
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| nothing_target(mapping)))
+}
+
 /// The targets of the mapping's `[contract]` section.
 fn targets_of(mapping: &Mapping) -> Result<Vec<Target>> {
     let shape = mapping.counter.shape;
