@@ -16,21 +16,18 @@
 {% import "macros.sql" as m %}
 {% macro ctes(msg, ctr, range, int) %}
 tm_rw AS (
-  SELECT {{ msg.conv }} AS conv, {{ msg.id }} AS pos, {{ msg.sender }} AS sender,
-         ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }} ORDER BY {{ msg.id }} DESC) AS r_all,
-         ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }}, {{ msg.sender }} ORDER BY {{ msg.id }} DESC) AS r_own
-  FROM {{ msg.table }}
-  WHERE {{ m.pred(msg.countable) }}{{ m.range(msg.conv, range) }}
+  SELECT this.{{ msg.conv }} AS conv, this.{{ msg.id }} AS pos, this.{{ msg.sender }} AS sender,
+         ROW_NUMBER() OVER (PARTITION BY this.{{ msg.conv }} ORDER BY this.{{ msg.id }} DESC) AS r_all,
+         ROW_NUMBER() OVER (PARTITION BY this.{{ msg.conv }}, this.{{ msg.sender }} ORDER BY this.{{ msg.id }} DESC) AS r_own
+  FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+  WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range) }}
 ),
 tm_rc AS (
-  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos, tm_kk.v AS k
+  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos, tm_kk.stored AS k
   FROM tm_subj tm_s
-  JOIN (SELECT tm_k.{{ ctr.conv }} AS conv, tm_k.{{ ctr.user }} AS usr, CAST(MAX(tm_k.{{ ctr.column }}) AS {{ int }}) AS v
-        FROM {{ ctr.table }} tm_k
-        WHERE 1 = 1{{ m.range("tm_k." ~ ctr.conv, range) }}
-        GROUP BY tm_k.{{ ctr.conv }}, tm_k.{{ ctr.user }}) tm_kk
+  JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_kk
     ON tm_kk.conv = tm_s.conv AND tm_kk.usr = tm_s.usr
-  WHERE tm_kk.v > 0
+  WHERE tm_kk.stored > 0
 ),
 tm_rq AS (
   SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.join_pos AS join_pos, tm_c.k AS k,

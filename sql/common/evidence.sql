@@ -47,13 +47,10 @@ LEFT JOIN (SELECT tm_e.{{ e.conv }} AS conv, tm_e.{{ e.user }} AS usr, MAX(tm_e.
 
 {# ==== kind: counter ==== #}
 {% macro counter_join(e, i, range, ctr, int) %}
-LEFT JOIN (SELECT tm_k.{{ ctr.conv }} AS conv, tm_k.{{ ctr.user }} AS usr, CAST(MAX(tm_k.{{ ctr.column }}) AS {{ int }}) AS v
-           FROM {{ ctr.table }} tm_k
-           WHERE 1 = 1{{ m.range("tm_k." ~ ctr.conv, range) }}
-           GROUP BY tm_k.{{ ctr.conv }}, tm_k.{{ ctr.user }}) tm_e{{ i }}
+LEFT JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endmacro %}
-{% macro counter_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
+{% macro counter_value(e, i) %}tm_e{{ i }}.stored{% endmacro %}
 
 {# ==== kind: own_message ==== #}
 {% macro own_message_join(e, i, range, msg, int) %}

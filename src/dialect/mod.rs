@@ -20,7 +20,7 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 use std::time::Duration;
 
-use crate::mapping::{EvidenceKind, Mapping, Shape};
+use crate::mapping::{Combine, EvidenceKind, Mapping, RowRefs, Shape};
 
 pub mod galera;
 pub mod mysql;
@@ -31,7 +31,7 @@ pub mod sqlite;
 pub mod templates;
 
 pub use quote::identifiers;
-pub use runner_lock::{BoxFuture, LockAttempt};
+pub use runner_lock::{BoxFuture, LockAttempt, LockKind};
 pub use templates::{render, RangeParams};
 
 /// The engine of a target database: a handle that dereferences to its [`SqlDialect`].
@@ -71,6 +71,41 @@ impl std::ops::Deref for Dialect {
 
 /// What differs between engines. One implementation per engine, each in its own file; the
 /// methods are grouped by subject (spelling, transactions, locks, DDL, catalog).
+/// A probe of the right to change a table, as [`SqlDialect::ddl_privilege_probe`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DdlProbe {
+    /// A query answering one row, `allowed` (1 or 0) and `owner` (the owning role), or no row
+    /// when the table is not found: PostgreSQL, where only the owner (or a member of the
+    /// owning role) may ALTER or DROP a table. Run with `binds` in order.
+    Owner {
+        /// The query.
+        sql: String,
+        /// Its bind values.
+        binds: Vec<Option<String>>,
+    },
+    /// Statements that the server refuses for want of `privileges` (a permission error) and
+    /// otherwise refuses for another reason, so that they change nothing either way:
+    /// MySQL/MariaDB, which check privileges before anything else.
+    Refused(Vec<RefusedProbe>),
+}
+
+/// One statement of [`DdlProbe::Refused`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedProbe {
+    /// What the statement needs, as a GRANT names it (`ALTER`, `ALTER, DROP`).
+    pub privileges: &'static str,
+    /// The statement.
+    pub sql: String,
+    /// A query answering one integer, above 0 when the statement must not run (it could
+    /// change something there), with its bind values; the probe is then skipped.
+    pub skip_if: Option<(String, Vec<Option<String>>)>,
+    /// What undoes the statement when the server accepts it (`UNLOCK TABLES`).
+    pub undo: Option<String>,
+    /// The privilege is granted on a whole database (`LOCK TABLES`): the GRANT names
+    /// `` `database`.* `` (the table's schema, or the session's database) instead of the table.
+    pub on_database: bool,
+}
+
 pub trait SqlDialect: Sync + std::fmt::Debug {
     /// The folder under `sql/` and `migrations/`: `postgres`, `mysql` or `sqlite`.
     fn name(&self) -> &'static str;
@@ -135,7 +170,8 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     }
 
     /// Tries once, without waiting, to take the runner lock `name` (as
-    /// [`SqlDialect::runner_lock_name`] returned it) for this session.
+    /// [`SqlDialect::runner_lock_name`] returned it) for this session; a lock taken says its
+    /// [`LockKind`], which the heartbeat and the release are then given.
     ///
     /// Errors (exit 3): the database fails (not: the lock is held, that is
     /// [`LockAttempt::Held`]).
@@ -145,25 +181,27 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
         name: &'a str,
     ) -> BoxFuture<'a, Result<LockAttempt>>;
 
-    /// Tells the other runners that the holder of `name` is alive (a lock row's heartbeat);
-    /// nothing where the server ties the lock to the session.
+    /// Tells the other runners that the holder of `name` (a lock of `kind`) is alive: a lock
+    /// row's heartbeat; nothing, and no statement, for a [`LockKind::Session`] lock.
     ///
     /// Errors (exit 3): the database fails.
     fn refresh_runner_lock<'a>(
         &'a self,
         _conn: &'a mut AnyConnection,
         _name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Ok(()) })
     }
 
-    /// Releases the runner lock `name` this session holds.
+    /// Releases the runner lock `name` (of `kind`) this session holds.
     ///
     /// Errors (exit 3): the database fails.
     fn release_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        kind: LockKind,
     ) -> BoxFuture<'a, Result<()>>;
 
     /// Whether some runner holds the lock `name` now (for `status`); takes nothing.
@@ -226,6 +264,14 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// statement.
     fn grantee(&self, user: &str) -> String {
         user.to_string()
+    }
+
+    /// How `contract` probes, before it writes anything, the right to change `table`
+    /// (unquoted, maybe `schema.name`): ALTER, and with `drop_table` also DROP, without
+    /// changing it ([`crate::db::privileges::missing_ddl_right`]). None where the engine has
+    /// no privileges (SQLite).
+    fn ddl_privilege_probe(&self, _table: &str, _drop_table: bool) -> Option<DdlProbe> {
+        None
     }
     // ---- end transactions, locks and catalog ----
 
@@ -467,6 +513,45 @@ pub struct MsgIdents {
     pub created_at: Option<String>,
     pub countable: Option<String>,
     pub legacy: Option<String>,
+    /// The rows `countable` and `legacy_countable` read besides their own (`conv`).
+    pub joins: Joins,
+}
+
+/// A quoted `[conversations]` / `[users]` table and its key.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowIdents {
+    pub table: String,
+    pub key: String,
+}
+
+/// The rows a predicate or expression reads besides its own row `this`: each set only when
+/// the text uses its name (`conv.`, `usr.`), so a template joins it only then (the macro
+/// `own` of `sql/common/macros.sql`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Joins {
+    /// `[conversations]`, joined as `conv` on the conversation key.
+    pub conv: Option<RowIdents>,
+    /// `[users]`, joined as `usr` on the user key.
+    pub usr: Option<RowIdents>,
+}
+
+impl Joins {
+    fn new(mapping: &Mapping, dialect: Dialect, refs: RowRefs) -> Joins {
+        let row = |k: &Option<crate::mapping::KeyedTable>| {
+            k.as_ref().map(|k| RowIdents {
+                table: dialect.quote(&k.table),
+                key: dialect.quote(&k.key),
+            })
+        };
+        Joins {
+            conv: if refs.conv {
+                row(&mapping.conversations)
+            } else {
+                None
+            },
+            usr: if refs.usr { row(&mapping.users) } else { None },
+        }
+    }
 }
 
 /// Quoted `[members]` identifiers and predicate.
@@ -477,6 +562,8 @@ pub struct MemIdents {
     pub conv: String,
     pub active: Option<String>,
     pub join: Option<String>,
+    /// The rows `active` reads besides its own (`conv`, `usr`).
+    pub joins: Joins,
 }
 
 /// Quoted `[counter]` identifiers (user/conv empty for per_message).
@@ -485,7 +572,16 @@ pub struct CtrIdents {
     pub table: String,
     pub user: String,
     pub conv: String,
+    /// The stored column, quoted; empty when the mapping gives `value` instead.
     pub column: String,
+    /// The counter's value over its row `this`: `[counter] value`, or `this.<column>`.
+    pub value: String,
+    /// `[counter] rows`: which counter rows count (None: all).
+    pub rows: Option<String>,
+    /// `[counter] combine = "sum"`: a member's rows are summed.
+    pub sum: bool,
+    /// The rows `value` and `rows` read besides their own (`conv`, `usr`).
+    pub joins: Joins,
 }
 
 /// One quoted `[[evidence]]` entry.
@@ -518,6 +614,12 @@ impl SqlContext {
                 created_at: oq(&m.created_at),
                 countable: m.countable.clone(),
                 legacy: m.legacy_countable.clone(),
+                joins: Joins::new(
+                    mapping,
+                    dialect,
+                    RowRefs::of(m.countable.as_deref())
+                        .or(RowRefs::of(m.legacy_countable.as_deref())),
+                ),
             },
             mem: mapping.members.as_ref().map(|mb| MemIdents {
                 table: q(&mb.table),
@@ -525,12 +627,21 @@ impl SqlContext {
                 conv: q(&mb.conversation),
                 active: mb.active.clone(),
                 join: oq(&mb.join_position),
+                joins: Joins::new(mapping, dialect, RowRefs::of(mb.active.as_deref())),
             }),
             ctr: CtrIdents {
                 table: q(mapping.counter_table()),
                 user: ctr.user.as_deref().map(q).unwrap_or_default(),
                 conv: ctr.conversation.as_deref().map(q).unwrap_or_default(),
-                column: q(&ctr.column),
+                column: ctr.stored_column().map(q).unwrap_or_default(),
+                value: ctr.value_sql(q),
+                rows: ctr.rows.clone(),
+                sum: ctr.combine == Some(Combine::Sum),
+                joins: Joins::new(
+                    mapping,
+                    dialect,
+                    RowRefs::of(ctr.value.as_deref()).or(RowRefs::of(ctr.rows.as_deref())),
+                ),
             },
             evidence: mapping
                 .evidence

@@ -4,7 +4,7 @@ use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
-use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt};
+use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
 use super::SqlDialect;
 use crate::db::{now_ms, text};
 
@@ -110,7 +110,7 @@ impl SqlDialect for Sqlite {
             .bind(now)
             .execute(&mut *conn)
             .await?;
-            Ok(LockAttempt::Taken)
+            Ok(LockAttempt::Taken(LockKind::Row))
         })
     }
 
@@ -118,6 +118,7 @@ impl SqlDialect for Sqlite {
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             sqlx::query("UPDATE tidemark_lock SET heartbeat_ms = ? WHERE name = ?")
@@ -133,6 +134,7 @@ impl SqlDialect for Sqlite {
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             sqlx::query("DELETE FROM tidemark_lock WHERE name = ? AND pid = ?")

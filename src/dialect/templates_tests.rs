@@ -109,7 +109,51 @@ column = \"unread_by\"
 kind = \"own_message\"
 {WATERMARKS}"
     );
+    // Issue 12: predicates that read `this`, `conv` and `usr`, a counter given as an
+    // expression over two tables, summed over several rows, and a contract of its own.
+    let rows_form = format!(
+        "
+[messages]
+table = \"chat.messages\"
+id = \"id\"
+conversation = \"conv_id\"
+sender = \"sender_id\"
+created_at = \"created_at\"
+countable = \"this.id <= conv.last_id\"
+
+[conversations]
+table = \"chat.conversations\"
+key = \"conv_id\"
+
+[users]
+table = \"chat.users\"
+key = \"user_id\"
+
+[members]
+table = \"chat.members\"
+user = \"user_id\"
+conversation = \"conv_id\"
+active = \"NOT EXISTS (SELECT 1 FROM chat.history h WHERE h.conv_id = this.conv_id AND h.seq > this.seq) AND usr.deleted = 0\"
+
+[counter]
+shape = \"per_member\"
+table = \"chat.members\"
+user = \"user_id\"
+conversation = \"conv_id\"
+value = \"conv.total - this.seen + usr.bonus\"
+rows = \"this.thread_id IS NULL\"
+combine = \"sum\"
+
+[contract]
+drop = \"columns\"
+columns = [\"chat.conversations.total\", \"chat.members.seen\"]
+{POSITION_TIMESTAMP}
+[[evidence]]
+kind = \"counter\"
+{WATERMARKS}"
+    );
     [
+        ("issue 12 rows and expressions", rows_form),
         ("per_member with [members]", per_member),
         ("per_member without [members]", bare_per_member),
         ("per_message", per_message),
@@ -168,7 +212,8 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         source => "tm_plan",
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
-                        key_subject => dialect.quote("user_id"),
+                        key_subject => (side == "source").then(|| dialect.quote("user_id")),
+                        archive_of => (side == "archive").then_some(["'chat.members'", "'seen'"]),
                         exact_type => dialect.exact_decimal(),
                         text_type => dialect.text_type(),
                         // `tidemark sql app` (crate::app_sql): named binds, the sequence table.
@@ -181,6 +226,7 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         },
                         seq_table => dialect.quote("chat.read_watermarks_seq"),
                         seq_index => dialect.quote("read_watermarks_seq_conv"),
+                        seq_msg_index => dialect.quote("messages_conv_seq"),
                     };
                     out.push((what, value));
                 }

@@ -24,6 +24,9 @@ pub(super) struct RawMapping {
     pub(super) evidence: Vec<Spanned<toml::Table>>,
     pub(super) watermarks: Spanned<toml::Table>,
     pub(super) backfill: Option<Spanned<toml::Table>>,
+    pub(super) conversations: Option<Spanned<toml::Table>>,
+    pub(super) users: Option<Spanned<toml::Table>>,
+    pub(super) contract: Option<Spanned<toml::Table>>,
 }
 
 /// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
@@ -115,6 +118,8 @@ impl Mapping {
         )?;
 
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
+        let (conversations, users, contract) =
+            super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
         let mut normalised = serde_json::json!({
             "messages": messages, "members": members, "counter": counter,
             "evidence": evidence, "watermarks": watermarks,
@@ -123,6 +128,16 @@ impl Mapping {
         // before the key existed keep theirs).
         if policy != super::EvidencePolicy::First {
             normalised["backfill"] = serde_json::json!({ "policy": policy });
+        }
+        // The issue-12 sections likewise, only when present.
+        for (key, value) in [
+            ("conversations", serde_json::to_value(&conversations)?),
+            ("users", serde_json::to_value(&users)?),
+            ("contract", serde_json::to_value(&contract)?),
+        ] {
+            if !value.is_null() {
+                normalised[key] = value;
+            }
         }
         let fingerprint = hex(&Sha256::digest(normalised.to_string().as_bytes()));
         let evidence = evidence
@@ -150,6 +165,8 @@ impl Mapping {
                 "members.active",
                 &members.as_ref().and_then(|m| m.active.clone()),
             ),
+            (&raw.counter, "counter.value", &counter.value),
+            (&raw.counter, "counter.rows", &counter.rows),
         ] {
             if let Some(pred) = value {
                 let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
@@ -170,13 +187,16 @@ impl Mapping {
             watermarks,
             policy,
             fingerprint,
+            conversations,
+            users,
+            contract,
         })
     }
 }
 
 /// Parses one section again on its own so that an error points into it: at the offending
 /// key's own line (toml's spans, [`toml::de::DeTable`]), or at the key the message names.
-fn section<T: for<'de> Deserialize<'de>>(
+pub(super) fn section<T: for<'de> Deserialize<'de>>(
     loc: &Locator<'_>,
     table: &Spanned<toml::Table>,
     name: &str,

@@ -55,9 +55,116 @@ pub(super) async fn execute(
     verdict: &mut gate::Verdict,
     outcome: &mut ContractOutcome,
 ) -> Result<()> {
+    // 1. The final audit, inside the gate.
+    let Some(audit_id) = final_audit(conn, mapping, ctx.dialect, opts, verdict, outcome).await?
+    else {
+        return Ok(());
+    };
     let dialect = ctx.dialect;
 
-    // 1. The final audit, inside the gate.
+    // 2. The archive table, batch by batch.
+    archive_rows(
+        conn,
+        ctx,
+        keys,
+        &outcome.target,
+        contract_id,
+        audit_id,
+        opts.batch_size,
+    )
+    .await?;
+
+    super::test_pause::pause_at("checksum").await;
+    // 3. Verification: every row with its keys and value, and the checksums.
+    let source = checksum(conn, ctx, keys, "source", None).await?;
+    let archived = checksum(conn, ctx, keys, "archive", Some(contract_id)).await?;
+    let missing: i64 = {
+        let sql = render(
+            "contract_missing.sql",
+            ctx,
+            minijinja::context! {
+                param => dialect.placeholder(1),
+                key_conv => keys.conv.clone(),
+                key_subject => keys.subject.clone(),
+                subject_col => keys.subject_col,
+            },
+        )?;
+        sqlx::query_scalar(&sql)
+            .bind(contract_id)
+            .fetch_one(&mut *conn)
+            .await
+            .context("verifying the archive")?
+    };
+    if missing != 0 || source != archived {
+        bail!(
+            "the archive of contract run #{contract_id} does not verify: {missing} counter row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); nothing was dropped"
+        );
+    }
+    let mut summary = ArchiveSummary {
+        table: ARCHIVE_TABLE.into(),
+        contract_id,
+        audit_id,
+        checksum: archived.clone(),
+        csv: None,
+        csv_sha256: None,
+    };
+    if let Some(path) = &opts.archive_csv {
+        let (csv_sum, sha) = write_csv(conn, ctx, keys, contract_id, path).await?;
+        if csv_sum != archived {
+            bail!(
+                "the CSV archive {} does not verify: {csv_sum:?}, archive table {archived:?}; nothing was dropped",
+                path.display()
+            );
+        }
+        summary.csv = Some(path.display().to_string());
+        summary.csv_sha256 = Some(sha);
+    }
+    outcome.archive = Some(summary);
+
+    // 4. The DDL, under a bounded lock wait, retried.
+    super::test_pause::pause_at("ddl").await;
+    if let Some(hook) = &opts.before_ddl {
+        hook().await.context("the before-DDL hook")?;
+    }
+    let mut attempt = 0;
+    loop {
+        match run_plan(conn, ctx, keys, plan, &archived, &outcome.target).await {
+            Ok(ran) => {
+                outcome.ddl = ran;
+                break;
+            }
+            Err(e) if lock::is_lock_wait(&e) && attempt < opts.lock_retries => {
+                attempt += 1;
+                let pause = Duration::from_millis(500u64 << attempt.min(4));
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => {
+                let tries = attempt + 1;
+                return Err(e.context(format!(
+                    "dropping {} ({tries} attempt(s)); the column and the archive of contract run #{contract_id} are intact",
+                    outcome.target.describe()
+                )));
+            }
+        }
+    }
+    outcome.executed = true;
+    outcome.exit_code = EXIT_OK;
+    Ok(())
+}
+
+/// The final audit, inside the gate (step 1 of `--execute`), with the tolerance of the newest
+/// clean audit. Returns the audit's ledger id (`Some`), or `None` when it failed and no
+/// `--force` bypasses it (the verdict and the outcome then say so).
+///
+/// Errors: the audit itself fails (exit 2 or 3, as the audit's).
+pub(super) async fn final_audit(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    opts: &ContractOptions,
+    verdict: &mut gate::Verdict,
+    outcome: &mut ContractOutcome,
+) -> Result<Option<Option<i64>>> {
     let newest = verdict.newest_clean.clone();
     let tolerance = newest
         .as_ref()
@@ -116,99 +223,12 @@ pub(super) async fn execute(
         outcome.exit_code = EXIT_DRIFT;
         outcome.verdict = Some(verdict.clone());
         if !opts.force {
-            return Ok(());
+            return Ok(None);
         }
         outcome.forced = opts.reason.clone();
     }
     outcome.verdict = Some(verdict.clone());
-    let audit_id = s.ledger_id;
-
-    // 2. The archive table, batch by batch.
-    archive_rows(
-        conn,
-        ctx,
-        keys,
-        &outcome.target,
-        contract_id,
-        audit_id,
-        opts.batch_size,
-    )
-    .await?;
-
-    // 3. Verification: every row with its keys and value, and the checksums.
-    let source = checksum(conn, ctx, keys, "source", None).await?;
-    let archived = checksum(conn, ctx, keys, "archive", Some(contract_id)).await?;
-    let missing: i64 = {
-        let sql = render(
-            "contract_missing.sql",
-            ctx,
-            minijinja::context! {
-                param => dialect.placeholder(1),
-                key_conv => keys.conv.clone(),
-                key_subject => keys.subject.clone(),
-                subject_col => keys.subject_col,
-            },
-        )?;
-        sqlx::query_scalar(&sql)
-            .bind(contract_id)
-            .fetch_one(&mut *conn)
-            .await
-            .context("verifying the archive")?
-    };
-    if missing != 0 || source != archived {
-        bail!(
-            "the archive of contract run #{contract_id} does not verify: {missing} counter row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); nothing was dropped"
-        );
-    }
-    let mut summary = ArchiveSummary {
-        table: ARCHIVE_TABLE.into(),
-        contract_id,
-        audit_id,
-        checksum: archived.clone(),
-        csv: None,
-        csv_sha256: None,
-    };
-    if let Some(path) = &opts.archive_csv {
-        let (csv_sum, sha) = write_csv(conn, ctx, keys, contract_id, path).await?;
-        if csv_sum != archived {
-            bail!(
-                "the CSV archive {} does not verify: {csv_sum:?}, archive table {archived:?}; nothing was dropped",
-                path.display()
-            );
-        }
-        summary.csv = Some(path.display().to_string());
-        summary.csv_sha256 = Some(sha);
-    }
-    outcome.archive = Some(summary);
-
-    // 4. The DDL, under a bounded lock wait, retried.
-    if let Some(hook) = &opts.before_ddl {
-        hook().await.context("the before-DDL hook")?;
-    }
-    let mut attempt = 0;
-    loop {
-        match run_plan(conn, ctx, keys, plan, &archived, &outcome.target).await {
-            Ok(ran) => {
-                outcome.ddl = ran;
-                break;
-            }
-            Err(e) if lock::is_lock_wait(&e) && attempt < opts.lock_retries => {
-                attempt += 1;
-                let pause = Duration::from_millis(500u64 << attempt.min(4));
-                tokio::time::sleep(pause).await;
-            }
-            Err(e) => {
-                let tries = attempt + 1;
-                return Err(e.context(format!(
-                    "dropping {} ({tries} attempt(s)); the column and the archive of contract run #{contract_id} are intact",
-                    outcome.target.describe()
-                )));
-            }
-        }
-    }
-    outcome.executed = true;
-    outcome.exit_code = EXIT_OK;
-    Ok(())
+    Ok(Some(s.ledger_id))
 }
 
 /// The batch size audit run `id` recorded (the final audit runs with the same).

@@ -30,6 +30,8 @@ mod options;
 mod plan;
 mod sqlite_rebuild;
 mod state;
+mod targets;
+mod test_pause;
 
 pub use archive::{ArchiveSummary, Checksum};
 pub use dependents::{dependents, Dependent};
@@ -39,6 +41,7 @@ pub use plan::{instant_drop_supported, plan, Plan, Step};
 pub use sqlite_rebuild::{split_create_table, CreateTableParts};
 pub use state::{dropped_by, verdict};
 use state::{last_contract, table_columns};
+pub use targets::TargetArchive;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -92,8 +95,16 @@ impl Target {
 /// What a contract run found and did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ContractOutcome {
-    /// What is (or would be) dropped.
+    /// What is (or would be) dropped (with a `[contract]` section: its first target).
     pub target: Target,
+    /// With a `[contract]` section: every target, in the mapping's order (empty without one,
+    /// and for `drop = "nothing"`).
+    pub targets: Vec<Target>,
+    /// With a `[contract]` section: the counter's value as the mapping gives it (an SQL
+    /// expression, or `this.<column>`).
+    pub value: Option<String>,
+    /// With a `[contract]` section and `--execute`: each target's verified archive.
+    pub target_archives: Vec<TargetArchive>,
     /// Set when there is nothing left to drop (the message says why); nothing else is.
     pub nothing_to_drop: Option<String>,
     /// The gate's verdict (None when there is nothing left to drop).
@@ -177,6 +188,9 @@ pub async fn run(
     opts: &ContractOptions,
 ) -> Result<ContractOutcome> {
     check_options(opts)?;
+    if mapping.contract.is_some() {
+        return targets::run(conn, mapping, dialect, opts).await;
+    }
     let ctx = SqlContext::new(mapping, dialect);
     if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Err(input_error(
@@ -199,6 +213,9 @@ pub async fn run(
     if !has_column {
         return match last_contract(conn, dialect, &target).await? {
             Some(id) => Ok(ContractOutcome {
+                targets: Vec::new(),
+                value: None,
+                target_archives: Vec::new(),
                 nothing_to_drop: Some(format!(
                     "nothing left to drop: {}.{} is gone (dropped by contract run #{id})",
                     target.table, target.column
@@ -272,6 +289,19 @@ pub async fn run(
     let keys = key_columns(conn, mapping, &ctx).await?;
     let plan = plan(conn, &ctx, &target, opts).await?;
     notes.extend(plan.notes.iter().cloned());
+    if !opts.execute {
+        // The right to change the table, named in the dry run (issue 13; `--execute` stops on it).
+        notes.extend(
+            crate::db::privileges::missing_ddl_right(
+                conn,
+                dialect,
+                &target.table,
+                opts.drop_table,
+                opts.lock_timeout,
+            )
+            .await?,
+        );
+    }
     let ddl = plan.lines(&target);
 
     // The gate.
@@ -296,6 +326,9 @@ pub async fn run(
     };
     let mut outcome = ContractOutcome {
         target: target.clone(),
+        targets: Vec::new(),
+        value: None,
+        target_archives: Vec::new(),
         nothing_to_drop: None,
         verdict: Some(verdict.clone()),
         ddl,
@@ -313,7 +346,13 @@ pub async fn run(
     }
 
     // --execute: one runner per mapping, recorded in the ledger from here on.
-    crate::db::privileges::for_contract(conn, dialect).await?;
+    crate::db::privileges::for_contract(
+        conn,
+        dialect,
+        &[(target.table.as_str(), opts.drop_table)],
+        opts.lock_timeout,
+    )
+    .await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {
