@@ -373,6 +373,22 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// `split_materialized=off`, so the lowest threshold per conversation is computed once, not
     /// as a LATERAL DERIVED table per message. Empty where the engine needs nothing.
     fn audit_session(&self) -> &'static [&'static str];
+
+    /// The statements that open a backfill batch's write transaction (issue 11: the plan,
+    /// the forward-only write and the tally, with the checkpoint). PostgreSQL: `BEGIN` at
+    /// READ COMMITTED (the batch is one statement, which sees one snapshot; ON CONFLICT then
+    /// updates a row the application wrote meanwhile rather than failing). MySQL/MariaDB:
+    /// READ COMMITTED, so that InnoDB reads the sources of `CREATE … SELECT` as a consistent
+    /// snapshot without the shared next-key locks REPEATABLE READ takes on every row read.
+    /// SQLite: `BEGIN IMMEDIATE` (the write lock from the start).
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str];
+
+    /// Where a backfill batch's plan lives between its write and its tally: None when the
+    /// engine writes and tallies in one statement (`sql/<dialect>/backfill_write.sql`, a
+    /// data-modifying CTE: PostgreSQL); else the statement that drops the temporary table
+    /// `tm_plan` that `backfill_write.sql` creates (run before it, for a batch that failed
+    /// half-way, and after the commit).
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str>;
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

@@ -409,6 +409,17 @@ impl SqlDialect for Mysql {
         // per-conversation lowest threshold as a LATERAL DERIVED table once per message.
         &["SET @tidemark_audit = 1 /*M!100300 , SESSION optimizer_switch = 'split_materialized=off' */"]
     }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &[
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "START TRANSACTION",
+        ]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        Some("DROP TEMPORARY TABLE IF EXISTS tm_plan")
+    }
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

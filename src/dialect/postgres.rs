@@ -280,6 +280,14 @@ impl SqlDialect for Postgres {
     fn audit_session(&self) -> &'static [&'static str] {
         &[]
     }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &["BEGIN"]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        None
+    }
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

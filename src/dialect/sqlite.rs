@@ -290,6 +290,14 @@ impl SqlDialect for Sqlite {
     fn audit_session(&self) -> &'static [&'static str] {
         &["PRAGMA temp_store = MEMORY"]
     }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &["BEGIN IMMEDIATE"]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        Some("DROP TABLE IF EXISTS temp.tm_plan")
+    }
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

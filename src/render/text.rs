@@ -40,15 +40,31 @@ pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> 
 /// Writes a backfill summary.
 pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Result<()> {
     let verb = if dry_run { "would write" } else { "wrote" };
-    writeln!(w,
-        "backfill: {} members in {} batches; {verb} {} watermarks ({} new, {} advanced, {} already at or past the evidence)",
+    // Only rows that change count as written: an existing watermark already at or past the
+    // evidence is left as it was (forward-only) and reported apart.
+    let unchanged = if s.unchanged > 0 {
+        format!(
+            "; {} already at or past the evidence, left as they were",
+            s.unchanged
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        w,
+        "backfill: {} members in {} batches; {verb} {} watermarks ({} new, {} advanced){unchanged}",
         s.members,
         s.batches,
-        s.written + s.advanced + s.unchanged,
+        s.written + s.advanced,
         s.written,
         s.advanced,
-        s.unchanged
     )?;
+    if let (Some(batches), Some(after)) = (s.resumed_after_batches, &s.resumed_after) {
+        writeln!(
+            w,
+            "  resumed from the checkpoint after {after} (an unfinished run: {batches} batches were done before; the counts include them)"
+        )?;
+    }
     for (source, n) in &s.by_source {
         writeln!(w, "  from {source:<12} {n}")?;
     }
@@ -411,15 +427,31 @@ pub fn contract(
     dsn: &Dsn,
     opts: &ContractOptions,
 ) -> io::Result<()> {
+    let what = if o.value.is_some() {
+        // A `[contract]` section: every target (none for drop = "nothing").
+        match o.targets.len() {
+            0 => "nothing to drop ([contract] drop = \"nothing\")".to_string(),
+            _ => o
+                .targets
+                .iter()
+                .map(|t| t.describe())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    } else {
+        o.target.describe()
+    };
     writeln!(
         w,
-        "contract on {dsn}: {} ({})",
-        o.target.describe(),
+        "contract on {dsn}: {what} ({})",
         match o.target.shape {
             Shape::PerMember => "per_member",
             Shape::PerMessage => "per_message",
         }
     )?;
+    if let Some(v) = &o.value {
+        writeln!(w, "  counter value: {v}")?;
+    }
     if let Some(msg) = &o.nothing_to_drop {
         writeln!(w, "  {msg}")?;
         return Ok(());
@@ -493,6 +525,19 @@ pub fn contract(
         )?;
         if let (Some(csv), Some(sha)) = (&a.csv, &a.csv_sha256) {
             writeln!(w, "  archive CSV: {csv} (sha256 {sha}); verified")?;
+        }
+    }
+    if o.target_archives.len() > 1 {
+        for t in &o.target_archives {
+            writeln!(
+                w,
+                "    {}: {} row(s), {} non-NULL, sum {}, sum of squares {}; verified",
+                t.target,
+                t.checksum.rows,
+                t.checksum.non_null,
+                t.checksum.sum,
+                t.checksum.sum_squares
+            )?;
         }
     }
     if o.executed {
