@@ -257,6 +257,21 @@ pub(super) async fn run(
             "resuming: a target was dropped by contract run #{id}; the counter's value cannot be read any more, so the final audit of that run stands"
         ));
     }
+    if !opts.execute {
+        // The right to change each target's table, named in the dry run (issue 13).
+        for p in &planned {
+            notes.extend(
+                crate::db::privileges::missing_ddl_right(
+                    conn,
+                    dialect,
+                    &p.target.table,
+                    p.target.drop_table,
+                    opts.lock_timeout,
+                )
+                .await?,
+            );
+        }
+    }
     outcome.ddl = ddl;
     outcome.notes = notes;
     outcome.verdict = Some(verdict.clone());
@@ -269,7 +284,17 @@ pub(super) async fn run(
     }
 
     // --execute.
-    crate::db::privileges::for_contract(conn, dialect).await?;
+    // What every target's drop needs, probed before anything is written (issue 13).
+    for p in &planned {
+        crate::db::privileges::for_contract(
+            conn,
+            dialect,
+            &p.target.table,
+            p.target.drop_table,
+            opts.lock_timeout,
+        )
+        .await?;
+    }
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {
