@@ -123,7 +123,14 @@ async fn backend_killed_mid_backfill(backend: Backend) {
     until!("a first batch", {
         (scalar(&mut admin, "SELECT COUNT(*) FROM read_watermarks").await > 0).then_some(())
     });
-    exec_all(&mut holder, &faults::hold_rows_sql(backend, HELD_AFTER)).await;
+    // Hold the conversations a little ahead of where the backfill is now.
+    let ahead = scalar(
+        &mut admin,
+        "SELECT MAX(conversation_id) FROM read_watermarks",
+    )
+    .await
+        + 10;
+    exec_all(&mut holder, &faults::hold_rows_sql(backend, ahead)).await;
     let victim = until!("the backfill waiting for the lock", {
         waiting_session(&mut admin, backend, &f.db.name, &mine).await
     });

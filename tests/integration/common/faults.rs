@@ -320,15 +320,16 @@ pub fn hold_lock_sql(backend: Backend, table: &str, block_reads: bool) -> Vec<St
 /// inserted and not committed (a backfill's upsert of the same keys waits for them).
 /// PostgreSQL and MySQL/MariaDB.
 pub fn hold_rows_sql(backend: Backend, after: i64) -> Vec<String> {
-    let begin = match backend {
-        Backend::Postgres => "BEGIN",
-        _ => "START TRANSACTION",
+    // A key a running backfill wrote meanwhile is skipped, not an error.
+    let (begin, insert, tail) = match backend {
+        Backend::Postgres => ("BEGIN", "INSERT", " ON CONFLICT DO NOTHING"),
+        _ => ("START TRANSACTION", "INSERT IGNORE", ""),
     };
     vec![
         begin.to_string(),
         format!(
-            "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id, source) \
-             SELECT user_id, conv_id, 0, 'application' FROM unread_counters WHERE conv_id > {after}"
+            "{insert} INTO read_watermarks (user_id, conversation_id, last_read_id, source) \
+             SELECT user_id, conv_id, 0, 'application' FROM unread_counters WHERE conv_id > {after}{tail}"
         ),
     ]
 }
