@@ -314,7 +314,7 @@ pub async fn missing_ddl_right(
 /// `contract --execute`'s tables: write on the ledger, SELECT and INSERT on the archive table.
 ///
 /// Errors (exit 3): as [`check`].
-async fn for_contract_tables(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
+pub(crate) async fn for_contract_tables(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
     let needs = [
         Need {
             table: crate::ledger::LEDGER_TABLE,

@@ -224,6 +224,19 @@ pub(super) async fn run(
             }
         ));
         ddl.extend(pl.lines(&p.target));
+        if !opts.execute {
+            // The right to change the table, named in the dry run (`--execute` stops on it).
+            notes.extend(
+                crate::db::privileges::missing_ddl_right(
+                    conn,
+                    dialect,
+                    &p.target.table,
+                    p.target.drop_table,
+                    opts.lock_timeout,
+                )
+                .await?,
+            );
+        }
         let found = dependents(conn, &p.ctx, &p.target.table, &p.target.column).await?;
         found_all.push((found, p.target.column.clone()));
         plans.push(Some(pl));
@@ -269,7 +282,19 @@ pub(super) async fn run(
     }
 
     // --execute.
-    crate::db::privileges::for_contract(conn, dialect).await?;
+    for p in planned.iter().filter(|p| p.done_by.is_none()) {
+        crate::db::privileges::for_contract(
+            conn,
+            dialect,
+            &p.target.table,
+            p.target.drop_table,
+            opts.lock_timeout,
+        )
+        .await?;
+    }
+    if planned.is_empty() {
+        crate::db::privileges::for_contract_tables(conn, dialect).await?;
+    }
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {
