@@ -10,16 +10,15 @@
 
 {#- One member's unread messages in one conversation, stopped at 100 rows (seed 000 §5: the UI
     shows "99+"): countable messages after max(watermark, join position), not the member's own
-    (a NULL sender is nobody's own), counted only while the member is active. The messages row
-    is `am`, or `this` when `countable` names a row (`this.`, `conv.`: issue 12). -#}
-{% macro capped(msg, mem, ctr, wm, int, conv, user) %}{% set am = "this" if msg.names_rows else "am" %}SELECT COUNT(*) FROM (
-    SELECT 1 AS one FROM {% if msg.names_rows %}{{ own(msg.table, msg.joins, msg.conv, msg.sender) }}{% else %}{{ msg.table }} am{% endif %}
-    WHERE {{ am }}.{{ msg.conv }} = {{ conv }}
+    (a NULL sender is nobody's own), counted only while the member is active. -#}
+{% macro capped(msg, mem, ctr, wm, int, conv, user) %}SELECT COUNT(*) FROM (
+    SELECT 1 AS one FROM {{ own(msg.table, msg.joins, msg.conv, msg.sender) }}
+    WHERE this.{{ msg.conv }} = {{ conv }}
       AND {% if msg.countable %}({{ msg.countable }}){% else %}1 = 1{% endif +%}
-      AND ({{ am }}.{{ msg.sender }} <> {{ user }} OR {{ am }}.{{ msg.sender }} IS NULL)
-      AND {{ am }}.{{ msg.id }} > COALESCE((SELECT aw.last_read_id FROM {{ wm }} aw
+      AND (this.{{ msg.sender }} <> {{ user }} OR this.{{ msg.sender }} IS NULL)
+      AND this.{{ msg.id }} > COALESCE((SELECT aw.last_read_id FROM {{ wm }} aw
                                      WHERE aw.conversation_id = {{ conv }} AND aw.user_id = {{ user }}), 0)
       AND EXISTS (SELECT 1 FROM {{ members(mem, ctr, int) }} amb
                   WHERE amb.conv = {{ conv }} AND amb.usr = {{ user }} AND amb.is_active = 1
-                    AND (amb.join_pos IS NULL OR {{ am }}.{{ msg.id }} > amb.join_pos))
+                    AND (amb.join_pos IS NULL OR this.{{ msg.id }} > amb.join_pos))
     LIMIT 100) at1{% endmacro %}

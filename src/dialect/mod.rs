@@ -515,9 +515,6 @@ pub struct MsgIdents {
     pub legacy: Option<String>,
     /// The rows `countable` and `legacy_countable` read besides their own (`conv`).
     pub joins: Joins,
-    /// Whether `countable` names a row (`this.`, `conv.`): the application's statements then
-    /// alias the messages row `this` (else they keep their own alias).
-    pub names_rows: bool,
 }
 
 /// A quoted `[conversations]` / `[users]` table and its key.
@@ -623,11 +620,6 @@ impl SqlContext {
                     RowRefs::of(m.countable.as_deref())
                         .or(RowRefs::of(m.legacy_countable.as_deref())),
                 ),
-                names_rows: m.countable.as_deref().is_some_and(|c| {
-                    quote::qualifiers(c)
-                        .iter()
-                        .any(|n| n == "this" || n == "conv")
-                }),
             },
             mem: mapping.members.as_ref().map(|mb| MemIdents {
                 table: q(&mb.table),

@@ -213,19 +213,9 @@ pub(super) async fn run(
         }
         let pl = plan(conn, &p.ctx, &p.target, opts).await?;
         notes.extend(pl.notes.iter().cloned());
-        ddl.push(format!(
-            "-- {}: archived per row of {} ({}), verified, then:",
-            p.target.describe(),
-            p.target.table,
-            if p.keys.subject.is_empty() {
-                "one row per conversation".to_string()
-            } else {
-                format!("conversation, {}", p.keys.subject_col)
-            }
-        ));
-        ddl.extend(pl.lines(&p.target));
         if !opts.execute {
-            // The right to change the table, named in the dry run (`--execute` stops on it).
+            // The right to change each table, named in the dry run (issue 13; `--execute`
+            // stops on it before writing anything).
             notes.extend(
                 crate::db::privileges::missing_ddl_right(
                     conn,
@@ -237,6 +227,17 @@ pub(super) async fn run(
                 .await?,
             );
         }
+        ddl.push(format!(
+            "-- {}: archived per row of {} ({}), verified, then:",
+            p.target.describe(),
+            p.target.table,
+            if p.keys.subject.is_empty() {
+                "one row per conversation".to_string()
+            } else {
+                format!("conversation, {}", p.keys.subject_col)
+            }
+        ));
+        ddl.extend(pl.lines(&p.target));
         let found = dependents(conn, &p.ctx, &p.target.table, &p.target.column).await?;
         found_all.push((found, p.target.column.clone()));
         plans.push(Some(pl));
@@ -282,19 +283,12 @@ pub(super) async fn run(
     }
 
     // --execute.
-    for p in planned.iter().filter(|p| p.done_by.is_none()) {
-        crate::db::privileges::for_contract(
-            conn,
-            dialect,
-            &p.target.table,
-            p.target.drop_table,
-            opts.lock_timeout,
-        )
-        .await?;
-    }
-    if planned.is_empty() {
-        crate::db::privileges::for_contract_tables(conn, dialect).await?;
-    }
+    let ddl_targets: Vec<(&str, bool)> = planned
+        .iter()
+        .filter(|p| p.done_by.is_none())
+        .map(|p| (p.target.table.as_str(), p.target.drop_table))
+        .collect();
+    crate::db::privileges::for_contract(conn, dialect, &ddl_targets, opts.lock_timeout).await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {
