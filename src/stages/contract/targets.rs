@@ -179,10 +179,8 @@ pub(super) async fn run(
     }
 
     // Plans, dependents and the gate.
-    let mut notes = vec![format!(
-        "the counter's value: {}",
-        mapping.counter.value_sql(|s| s.to_string())
-    )];
+    // The counter's value is shown by the outcome's `value` and the first DDL line.
+    let mut notes = Vec::new();
     if planned.is_empty() {
         notes.push(
             "[contract] drop = \"nothing\": the counter was never stored; the contract archives nothing and drops nothing, and --execute records the gate's decision in the ledger"
