@@ -170,7 +170,8 @@ pub async fn preflight(
                 cols(&[
                     Some(&mb.user),
                     Some(&mb.conversation),
-                    mb.join_position.as_ref()
+                    mb.join_position.as_ref(),
+                    mb.join_time.as_ref()
                 ]),
                 q(&mb.table),
                 mb.active.as_deref().unwrap_or("1 = 1"),
@@ -186,18 +187,7 @@ pub async fn preflight(
             q(mapping.counter_table()),
         ),
     ));
-    for (i, e) in mapping.evidence.iter().enumerate() {
-        if let Some(src) = e.source() {
-            checks.push((
-                format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
-                format!(
-                    "SELECT {} FROM {} tm_t WHERE 1 = 0",
-                    cols(&[Some(&src.user), Some(&src.conversation), Some(&src.column)]),
-                    q(&src.table),
-                ),
-            ));
-        }
-    }
+    checks.extend(evidence_checks(mapping, dialect));
     for (section, sql) in checks {
         if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
             let e = anyhow::Error::from(e);
@@ -240,7 +230,53 @@ pub async fn preflight(
     Ok(())
 }
 
-/// The table a preflight section (`[messages]`, `[[evidence]] #2 (position)`…) reads.
+/// The preflight queries of the evidence: per `position` / `timestamp` entry its columns
+/// under its `filter` (the evidence row is `this`, as in the backfill), and its `lookup`
+/// table's key and position columns (section `[[evidence]] #N lookup`).
+fn evidence_checks(mapping: &Mapping, dialect: Dialect) -> Vec<(String, String)> {
+    let q = |s: &str| dialect.quote(s);
+    let mut checks = Vec::new();
+    for (i, e) in mapping.evidence.iter().enumerate() {
+        let Some(src) = e.source() else { continue };
+        let cols = [
+            Some(&src.user),
+            src.conversation.as_ref(),
+            Some(&src.column),
+        ]
+        .iter()
+        .flatten()
+        .map(|c| format!("this.{}", q(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+        checks.push((
+            format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
+            format!(
+                "SELECT {cols} FROM {} this WHERE ({}) AND 1 = 0",
+                q(&src.table),
+                src.filter.as_deref().unwrap_or("1 = 1"),
+            ),
+        ));
+        if let Some(l) = &src.lookup {
+            checks.push((
+                format!("[[evidence]] #{} lookup", i + 1),
+                format!(
+                    "SELECT tm_t.{}, tm_t.{}{} FROM {} tm_t WHERE 1 = 0",
+                    q(&l.key),
+                    q(&l.position),
+                    l.conversation
+                        .as_deref()
+                        .map(|c| format!(", tm_t.{}", q(c)))
+                        .unwrap_or_default(),
+                    q(&l.table)
+                ),
+            ));
+        }
+    }
+    checks
+}
+
+/// The table a preflight section (`[messages]`, `[[evidence]] #2 (position)`,
+/// `[[evidence]] #2 lookup`…) reads.
 fn checked_table(mapping: &Mapping, section: &str) -> String {
     match section {
         "[messages]" => mapping.messages.table.clone(),
@@ -255,7 +291,11 @@ fn checked_table(mapping: &Mapping, section: &str) -> String {
             .and_then(|r| r.split(' ').next())
             .and_then(|n| n.parse::<usize>().ok())
             .and_then(|n| mapping.evidence.get(n - 1))
-            .and_then(|e| e.source().map(|s| s.table.clone()))
+            .and_then(|e| e.source())
+            .map(|s| match &s.lookup {
+                Some(l) if section.ends_with(" lookup") => l.table.clone(),
+                _ => s.table.clone(),
+            })
             .unwrap_or_default(),
     }
 }

@@ -9,7 +9,7 @@ FROM (SELECT {{ msg.id }} AS id, {{ msg.conv }} AS conv, {{ msg.sender }} AS sen
       FROM {{ msg.table }}
       WHERE {{ msg.conv }} = {{ bind.conv }}
         AND {{ msg.id }} IN ({% for m in bind.messages %}{{ m }}{{ ", " if not loop.last }}{% endfor %})) am
-LEFT JOIN {{ a.members(mem, ctr, int) }} amb
+LEFT JOIN {{ a.members(mem, ctr, int, msg) }} amb
   ON amb.conv = am.conv AND amb.is_active = 1
  AND (am.sender IS NULL OR amb.usr <> am.sender)
  AND (amb.join_pos IS NULL OR am.id > amb.join_pos)

@@ -40,7 +40,7 @@ WITH tm_base AS (
   LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
   LEFT JOIN (SELECT {{ mem.conv }} AS conv, {{ mem.user }} AS usr,
-                    {% if mem.join %}{{ mem.join }}{% else %}CAST(NULL AS {{ int }}){% endif %} AS join_pos,
+                    {{ m.join_pos(mem, msg, int, none) }} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
              FROM {{ mem.table }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}

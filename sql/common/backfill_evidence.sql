@@ -2,9 +2,12 @@
     already has and every evidence value of the mapping, best first (semantics.md "Backfill:
     where each last_read_id comes from"). Read inside the batch's REPEATABLE READ snapshot;
     tidemark takes the first non-NULL value and writes it with upsert_watermarks.sql.
-      position   : the highest read position (a column, or the maximum over receipts)
+      position   : the highest read position (a column, or the maximum over receipts; a key
+                   resolved through the entry's lookup), over the rows its filter keeps
       timestamp  : the highest position created at or before the latest "read at" time,
-                   0 when nothing existed yet
+                   0 when nothing existed yet (a time keyed by the user alone applies in
+                   each of the user's conversations)
+    The per-kind fragments are evidence_macros.sql.
       counter    : the stored counter k; k <= 0 means read up to max_pos, the conversation's
                    highest position; 0 < k is resolved by backfill_counter_rank.sql
       own_message: the member's own newest message (a lower bound)
@@ -16,6 +19,7 @@
     The predicate runs once per conversation of the batch (tm_u), not once per member: in a
     channel of thousands of members it would otherwise read the channel's messages per member. -#}
 {% import "macros.sql" as m %}
+{% import "evidence_macros.sql" as ev %}
 WITH tm_subj AS (
 {% include "subjects.sql" %}
 )
@@ -29,16 +33,9 @@ SELECT tm_s.conv AS conv, tm_s.usr AS usr,
        CAST(tm_w.last_read_id AS {{ int }}) AS existing,
 {% for e in evidence %}
 {% if e.kind == "position" %}
-       (SELECT CAST(MAX(tm_e.{{ e.column }}) AS {{ int }}) FROM {{ e.table }} tm_e
-         WHERE tm_e.{{ e.conv }} = tm_s.conv AND tm_e.{{ e.user }} = tm_s.usr) AS ev{{ loop.index }},
+       {{ ev.position(e, "tm_s.conv", "tm_s.usr", int) }} AS ev{{ loop.index }},
 {% elif e.kind == "timestamp" %}
-       CASE WHEN (SELECT MAX(tm_e.{{ e.column }}) FROM {{ e.table }} tm_e
-                   WHERE tm_e.{{ e.conv }} = tm_s.conv AND tm_e.{{ e.user }} = tm_s.usr) IS NULL THEN NULL
-            ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-                   WHERE tm_m.{{ msg.conv }} = tm_s.conv
-                     AND tm_m.{{ msg.created_at }} <= (SELECT MAX(tm_e.{{ e.column }}) FROM {{ e.table }} tm_e
-                                                 WHERE tm_e.{{ e.conv }} = tm_s.conv AND tm_e.{{ e.user }} = tm_s.usr))
-       END AS ev{{ loop.index }},
+       {{ ev.timestamp(e, msg, "tm_s.conv", "tm_s.usr", int) }} AS ev{{ loop.index }},
 {% elif e.kind == "counter" %}
        (SELECT CAST(MAX(tm_k.{{ ctr.column }}) AS {{ int }}) FROM {{ ctr.table }} tm_k
          WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS ev{{ loop.index }},

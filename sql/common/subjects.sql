@@ -4,7 +4,7 @@
     join_pos, is_active (1 or 0). -#}
 {% import "macros.sql" as m %}
 {% if mem %}
-SELECT {{ mem.conv }} AS conv, {{ mem.user }} AS usr, {% if mem.join %}{{ mem.join }}{% else %}CAST(NULL AS {{ int }}){% endif %} AS join_pos,
+SELECT {{ mem.conv }} AS conv, {{ mem.user }} AS usr, {{ m.join_pos(mem, msg, int, none) }} AS join_pos,
        CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
 FROM {{ mem.table }}
 WHERE 1 = 1{{ m.range(mem.conv, range) }}

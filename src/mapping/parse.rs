@@ -8,7 +8,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::{
-    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Mapping, Members, Messages,
+    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Lookup, Mapping, Members, Messages,
     PredicateSite, Watermarks,
 };
 use crate::error::input_error;
@@ -27,8 +27,9 @@ pub(super) struct RawMapping {
 }
 
 /// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
-/// checked which ones its kind needs. Its JSON (all five keys, `null` when absent) is part of
-/// the mapping's fingerprint, so its fields and their names must not change.
+/// checked which ones its kind needs. Its JSON (the first five keys always, `null` when absent;
+/// `filter` and `lookup` only when given) is part of the mapping's fingerprint, so its fields
+/// and their names must not change.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename = "Evidence")] // the name serde's messages give
 pub(super) struct RawEvidence {
@@ -37,6 +38,10 @@ pub(super) struct RawEvidence {
     pub(super) user: Option<String>,
     pub(super) conversation: Option<String>,
     pub(super) column: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lookup: Option<Lookup>,
 }
 
 impl RawEvidence {
@@ -47,8 +52,10 @@ impl RawEvidence {
             Some(EvidenceSource {
                 table: self.table.clone()?,
                 user: self.user.clone()?,
-                conversation: self.conversation.clone()?,
+                conversation: self.conversation.clone(),
                 column: self.column.clone()?,
+                filter: self.filter.clone(),
+                lookup: self.lookup.clone(),
             })
         };
         Some(match self.kind {
@@ -157,6 +164,17 @@ impl Mapping {
                 predicates.push(PredicateSite {
                     key: key.to_string(),
                     text: pred.clone(),
+                    at: format!("{origin}:{line}:{col}"),
+                });
+            }
+        }
+        for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
+            if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
+                let span = loc.value_span(table, "filter");
+                let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
+                predicates.push(PredicateSite {
+                    key: format!("evidence[{}].filter", i + 1),
+                    text: filter.clone(),
                     at: format!("{origin}:{line}:{col}"),
                 });
             }

@@ -35,6 +35,7 @@ mod contract;
 mod contract_dependents;
 mod contract_failure;
 mod demo;
+mod evidence_forms;
 mod galera;
 mod generate;
 mod inspect;

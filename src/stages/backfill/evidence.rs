@@ -115,8 +115,12 @@ pub(super) async fn plan_batch(
     let has_counter = ctx.has_evidence(EvidenceKind::Counter);
     begin_snapshot(conn, ctx.dialect).await?;
     let read: Result<_> = async {
+        // Not kept prepared: MariaDB re-executing the prepared statement (the next batch, or
+        // the next run on the same connection) fails with "Unknown column 'tm_c.conv' in
+        // 'WHERE'" once the settle-time predicate, a subquery over the derived table tm_c, is
+        // in it (a server bug with prepared derived tables; the first execution works).
         let rows = batch
-            .bind(sqlx::query(&evidence_sql))
+            .bind(sqlx::query(&evidence_sql).persistent(false))
             .fetch_all(&mut *conn)
             .await
             .context("reading backfill evidence")?;
