@@ -67,7 +67,7 @@ const STATEMENTS: &[(&str, &str, &str, &str)] = &[
     (
         "sequence_schema",
         "app_seq_schema.sql",
-        "optional, once (an expand step of your own): the per-conversation sequence; then fill messages.seq = id for the existing rows in batches and map seq as the messages' position",
+        "optional, once (an expand step of your own), in this order: the messages' seq column, its fill (seq = id, so every existing watermark keeps its meaning), the sequence table started at each conversation's highest id, the indexes; then switch the application's inserts to sequence_next and map seq as the messages' position (`[messages] id = \"seq\"`). A message inserted without a seq after the fill has none: switch the inserts before it, or run the fill again before mapping seq",
         "seed 000 §4: an auto-increment id is allocated at insert but visible at commit, so a reader's watermark can pass a message that commits later and hide it forever",
     ),
     (
@@ -138,10 +138,16 @@ pub fn statements(mapping: &Mapping, dialect: Dialect, page: usize) -> Result<Ve
     let ctx = SqlContext::new(mapping, dialect);
     let seq = seq_table(mapping);
     let seq_index = format!("{}_conv", seq.rsplit('.').next().unwrap_or(&seq));
+    let msg_table = &mapping.messages.table;
+    let seq_msg_index = format!(
+        "{}_conv_seq",
+        msg_table.rsplit('.').next().unwrap_or(msg_table)
+    );
     let extra = minijinja::context! {
         bind => binds(page.max(1)),
         seq_table => dialect.quote(&seq),
         seq_index => dialect.quote(&seq_index),
+        seq_msg_index => dialect.quote(&seq_msg_index),
     };
     let mut out = Vec::new();
     for (name, template, when, prevents) in STATEMENTS {

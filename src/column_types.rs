@@ -207,12 +207,31 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
         }
     }
     let c = &mapping.counter;
-    out.push((
-        key("[counter]", "column", &c.column),
-        mapping.counter_table().to_string(),
-        c.column.clone(),
-        Role::Counter,
-    ));
+    if c.stored_column().is_some() {
+        out.push((
+            key("[counter]", "column", &c.column),
+            mapping.counter_table().to_string(),
+            c.column.clone(),
+            Role::Counter,
+        ));
+    }
+    // Issue 12: the columns the contract drops are archived as integers.
+    if mapping.contract.is_some() {
+        if let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() {
+            for dc in cols {
+                out.push((
+                    key(
+                        "[contract]",
+                        "columns",
+                        &format!("{}.{}", dc.table, dc.column),
+                    ),
+                    dc.table,
+                    dc.column,
+                    Role::Counter,
+                ));
+            }
+        }
+    }
     for (i, e) in mapping.evidence.iter().enumerate() {
         let role = match e.kind() {
             EvidenceKind::Position => Role::Position,

@@ -9,7 +9,7 @@ use sqlx::AnyConnection;
 use crate::db::text;
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::input_error;
-use crate::mapping::{Mapping, Shape};
+use crate::mapping::{Combine, Mapping, RowRefs, Shape};
 
 /// The type family of a key column, which decides how keys are bound and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,55 +139,117 @@ pub async fn preflight(
     let q = |s: &str| dialect.quote(s);
     // Columns are qualified: SQLite reads an unknown double-quoted bare name as a string
     // literal, but reports an unknown `alias."name"`.
+    // The own row is `this`, as in the stage templates (issue 12: predicates may qualify
+    // with `this.`, and read `conv.` / `usr.`, joined as sql/common/macros.sql `own` does).
     let cols = |c: &[Option<&String>]| {
         c.iter()
             .flatten()
-            .map(|c| format!("tm_t.{}", q(c)))
+            .map(|c| format!("this.{}", q(c)))
             .collect::<Vec<_>>()
             .join(", ")
+    };
+    let own = |table: &str, refs: RowRefs, conv_col: &str, user_col: Option<&str>| {
+        let mut from = format!("{} this", q(table));
+        if let (true, Some(k)) = (refs.conv, &mapping.conversations) {
+            from.push_str(&format!(
+                " LEFT JOIN {} conv ON conv.{} = this.{}",
+                q(&k.table),
+                q(&k.key),
+                q(conv_col)
+            ));
+        }
+        if let (true, Some(k), Some(u)) = (refs.usr, &mapping.users, user_col) {
+            from.push_str(&format!(
+                " LEFT JOIN {} usr ON usr.{} = this.{}",
+                q(&k.table),
+                q(&k.key),
+                q(u)
+            ));
+        }
+        from
     };
     let m = &mapping.messages;
     let mut checks: Vec<(String, String)> = vec![(
         "[messages]".into(),
         format!(
-            "SELECT {} FROM {} tm_t WHERE ({}) AND ({}) AND 1 = 0",
+            "SELECT {} FROM {} WHERE ({}) AND ({}) AND 1 = 0",
             cols(&[
                 Some(&m.id),
                 Some(&m.conversation),
                 Some(&m.sender),
                 m.created_at.as_ref()
             ]),
-            q(&m.table),
+            own(
+                &m.table,
+                RowRefs::of(m.countable.as_deref()).or(RowRefs::of(m.legacy_countable.as_deref())),
+                &m.conversation,
+                None
+            ),
             m.countable.as_deref().unwrap_or("1 = 1"),
             m.legacy_countable.as_deref().unwrap_or("1 = 1"),
         ),
     )];
+    for (name, k) in [
+        ("[conversations]", &mapping.conversations),
+        ("[users]", &mapping.users),
+    ] {
+        if let Some(k) = k {
+            checks.push((
+                name.into(),
+                format!(
+                    "SELECT {} FROM {} this WHERE 1 = 0",
+                    cols(&[Some(&k.key)]),
+                    q(&k.table)
+                ),
+            ));
+        }
+    }
     if let Some(mb) = &mapping.members {
         checks.push((
             "[members]".into(),
             format!(
-                "SELECT {} FROM {} tm_t WHERE ({}) AND 1 = 0",
+                "SELECT {} FROM {} WHERE ({}) AND 1 = 0",
                 cols(&[
                     Some(&mb.user),
                     Some(&mb.conversation),
                     mb.join_position.as_ref(),
                     mb.join_time.as_ref()
                 ]),
-                q(&mb.table),
+                own(
+                    &mb.table,
+                    RowRefs::of(mb.active.as_deref()),
+                    &mb.conversation,
+                    Some(&mb.user)
+                ),
                 mb.active.as_deref().unwrap_or("1 = 1"),
             ),
         ));
     }
     let c = &mapping.counter;
+    let value = c
+        .value
+        .as_ref()
+        .map(|v| format!("({v}) AS tm_value, "))
+        .unwrap_or_default();
     checks.push((
         "[counter]".into(),
         format!(
-            "SELECT {} FROM {} tm_t WHERE 1 = 0",
-            cols(&[Some(&c.column), c.user.as_ref(), c.conversation.as_ref()]),
-            q(mapping.counter_table()),
+            "SELECT {value}{} FROM {} WHERE ({}) AND 1 = 0",
+            cols(&[
+                c.stored_column().map(|_| &c.column),
+                c.user.as_ref(),
+                c.conversation.as_ref()
+            ]),
+            own(
+                mapping.counter_table(),
+                RowRefs::of(c.value.as_deref()).or(RowRefs::of(c.rows.as_deref())),
+                c.conversation.as_deref().unwrap_or(&m.conversation),
+                c.user.as_deref()
+            ),
+            c.rows.as_deref().unwrap_or("1 = 1"),
         ),
     ));
-    checks.extend(evidence_checks(mapping, dialect));
+    checks.extend(evidence_checks(mapping, dialect, &own));
     for (section, sql) in checks {
         if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
             let e = anyhow::Error::from(e);
@@ -208,7 +270,7 @@ pub async fn preflight(
                 // The check's own table alias means nothing to the reader.
                 let why = e
                     .as_database_error()
-                    .map(|d| d.message().replace("tm_t.", ""))
+                    .map(|d| d.message().replace("this.", ""))
                     .unwrap_or_default();
                 let dropped = if section == "[counter]" {
                     dropped_by(conn, mapping, dialect)
@@ -227,13 +289,53 @@ pub async fn preflight(
             return Err(e.into());
         }
     }
-    Ok(())
+    check_counter_rows(conn, mapping, dialect).await
+}
+
+/// Under `[counter] value` / `rows` without `combine = "sum"`, a member must have one counter
+/// row: several are bad input (issue 12), named with how many members and the first of them.
+///
+/// Errors: exit 2 when a member has several rows; exit 3 when the database fails.
+async fn check_counter_rows(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    if !mapping.counter_is_expression()
+        || mapping.counter.combine == Some(Combine::Sum)
+        || mapping.counter.shape != Shape::PerMember
+    {
+        return Ok(());
+    }
+    let ctx = SqlContext::new(mapping, dialect);
+    let sql = render(
+        "audit_counter_duplicates.sql",
+        &ctx,
+        minijinja::context! { text_type => dialect.text_type() },
+    )?;
+    let Some(row) = sqlx::query(&sql).fetch_optional(&mut *conn).await? else {
+        return Ok(());
+    };
+    let members: i64 = sqlx::Row::try_get(&row, "members")?;
+    let rows: i64 = sqlx::Row::try_get(&row, "n")?;
+    Err(input_error(format!(
+        "[counter]: {members} member(s) have several counter rows in {} (the first: conversation {}, user {}: {rows} rows); keep one per member with `rows = \"…\"` or add `combine = \"sum\"`",
+        mapping.counter_table(),
+        text(&row, "conv")?.unwrap_or_default(),
+        text(&row, "usr")?.unwrap_or_default(),
+    )))
 }
 
 /// The preflight queries of the evidence: per `position` / `timestamp` entry its columns
 /// under its `filter` (the evidence row is `this`, as in the backfill), and its `lookup`
 /// table's key and position columns (section `[[evidence]] #N lookup`).
-fn evidence_checks(mapping: &Mapping, dialect: Dialect) -> Vec<(String, String)> {
+/// `own` builds the FROM clause of an own row `this` with the `conv` / `usr` rows its
+/// predicate reads (as in [`preflight`]).
+fn evidence_checks(
+    mapping: &Mapping,
+    dialect: Dialect,
+    own: &dyn Fn(&str, RowRefs, &str, Option<&str>) -> String,
+) -> Vec<(String, String)> {
     let q = |s: &str| dialect.quote(s);
     let mut checks = Vec::new();
     for (i, e) in mapping.evidence.iter().enumerate() {
@@ -251,8 +353,13 @@ fn evidence_checks(mapping: &Mapping, dialect: Dialect) -> Vec<(String, String)>
         checks.push((
             format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
             format!(
-                "SELECT {cols} FROM {} this WHERE ({}) AND 1 = 0",
-                q(&src.table),
+                "SELECT {cols} FROM {} WHERE ({}) AND 1 = 0",
+                own(
+                    &src.table,
+                    RowRefs::of(src.filter.as_deref()),
+                    src.conversation.as_deref().unwrap_or_default(),
+                    Some(&src.user)
+                ),
                 src.filter.as_deref().unwrap_or("1 = 1"),
             ),
         ));
@@ -286,6 +393,16 @@ fn checked_table(mapping: &Mapping, section: &str) -> String {
             .map(|m| m.table.clone())
             .unwrap_or_default(),
         "[counter]" => mapping.counter_table().to_string(),
+        "[conversations]" => mapping
+            .conversations
+            .as_ref()
+            .map(|k| k.table.clone())
+            .unwrap_or_default(),
+        "[users]" => mapping
+            .users
+            .as_ref()
+            .map(|k| k.table.clone())
+            .unwrap_or_default(),
         _ => section
             .strip_prefix("[[evidence]] #")
             .and_then(|r| r.split(' ').next())

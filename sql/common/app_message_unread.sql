@@ -1,11 +1,14 @@
 {#- For a page of messages of one conversation, how many active members have not read each one
     yet, in one grouped query (seed 003 "배치 최적화 — N+1 방지"): a member counts for a message
-    when active, not its sender, joined before it, and their watermark is below it. Binds: the
-    conversation, then each message id of the page. -#}
+    when active, not its sender, joined before it, and their watermark is below it; a message
+    the mapping's `countable` predicate leaves out (deleted, system) is unread by nobody (0, as
+    the audit's per-message count has it). Binds: the conversation, then each message id of
+    the page. -#}
 {% import "app_macros.sql" as a %}
 SELECT am.id AS message_id,
-       COUNT(CASE WHEN amb.usr IS NOT NULL AND COALESCE(aw.last_read_id, 0) < am.id THEN 1 END) AS unread_by
-FROM (SELECT {{ msg.id }} AS id, {{ msg.conv }} AS conv, {{ msg.sender }} AS sender
+       COUNT(CASE WHEN am.is_countable = 1 AND amb.usr IS NOT NULL AND COALESCE(aw.last_read_id, 0) < am.id THEN 1 END) AS unread_by
+FROM (SELECT {{ msg.id }} AS id, {{ msg.conv }} AS conv, {{ msg.sender }} AS sender,
+             CASE WHEN {% if msg.countable %}({{ msg.countable }}){% else %}1 = 1{% endif %} THEN 1 ELSE 0 END AS is_countable
       FROM {{ msg.table }}
       WHERE {{ msg.conv }} = {{ bind.conv }}
         AND {{ msg.id }} IN ({% for m in bind.messages %}{{ m }}{{ ", " if not loop.last }}{% endfor %})) am

@@ -1,7 +1,7 @@
-{#- Rows an audit batch checks (the counter rows, or the messages for per_message). -#}
+{#- Rows an audit batch checks (the members' counters as counter_rows gives them, or the messages for per_message). -#}
 {% import "macros.sql" as m %}
 {% if shape == "per_message" %}
 SELECT COUNT(*) AS n FROM {{ msg.table }} tm_r WHERE 1 = 1{{ m.range("tm_r." ~ msg.conv, range) }}
 {% else %}
-SELECT COUNT(*) AS n FROM {{ ctr.table }} tm_r WHERE 1 = 1{{ m.range("tm_r." ~ ctr.conv, range) }}
+SELECT COUNT(*) AS n FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_r
 {% endif %}

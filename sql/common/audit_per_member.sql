@@ -20,6 +20,8 @@
 
     Range placeholders: `range` on the counter table, `range2` and `range3` on the messages
     (the same batch bound again, so each engine reads the messages by an index range).
+    Predicates and the counter's value see their own row as `this` (and `conv`, `usr`
+    where they read them: macros.sql `own`, `counter_rows`).
     `count_only`: return only the number of drifting rows (the backfill's change count),
     without the second pass: `range3` is then not placed (bind the batch twice). -#}
 {% import "macros.sql" as m %}
@@ -34,15 +36,13 @@ WITH tm_base AS (
          1 AS is_member,
          CAST(NULL AS {{ int }}) AS join_pos
 {% endif %}
-  FROM (SELECT {{ ctr.conv }} AS conv, {{ ctr.user }} AS usr, CAST({{ ctr.column }} AS {{ int }}) AS stored
-        FROM {{ ctr.table }} tm_r
-        WHERE 1 = 1{{ m.range("tm_r." ~ ctr.conv, range) }}) tm_k
+  FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_k
   LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
-  LEFT JOIN (SELECT {{ mem.conv }} AS conv, {{ mem.user }} AS usr,
-                    {{ m.join_pos(mem, msg, int, none) }} AS join_pos,
+  LEFT JOIN (SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
+                    {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
-             FROM {{ mem.table }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
+             FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}
 ),
 tm_t AS {{ materialized }} (
@@ -61,7 +61,7 @@ tm_s1 AS (
   FROM tm_t
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, tm_f.c, tm_f.l, tm_f.x, NULL, NULL, NULL, NULL, NULL
-  FROM (SELECT tm_m.{{ msg.conv }} AS conv, CAST(tm_m.{{ msg.id }} AS {{ int }}) AS pos, tm_m.{{ msg.sender }} AS sender,
+  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender,
                CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c,
                CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS l,
 {% if msg.countable %}
@@ -69,8 +69,8 @@ tm_s1 AS (
 {% else %}
                0 AS x
 {% endif %}
-        FROM {{ msg.table }} tm_m
-        WHERE 1 = 1{{ m.range("tm_m." ~ msg.conv, range2) }}) tm_f
+        FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+        WHERE 1 = 1{{ m.range("this." ~ msg.conv, range2) }}) tm_f
   JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
 ),
 tm_w1 AS (
@@ -111,9 +111,9 @@ tm_s2 AS (
   FROM tm_d
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM (SELECT tm_m.{{ msg.conv }} AS conv, CAST(tm_m.{{ msg.id }} AS {{ int }}) AS pos, tm_m.{{ msg.sender }} AS sender
-        FROM {{ msg.table }} tm_m
-        WHERE {{ m.pred(msg.countable) }}{{ m.range("tm_m." ~ msg.conv, range3) }}) tm_f
+  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender
+        FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range3) }}) tm_f
   JOIN tm_dc ON tm_dc.tm_conv = tm_f.conv
 ),
 tm_w2 AS (

@@ -21,27 +21,27 @@
     `count_only`: return only the number of drifting messages (the backfill's change count). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
-{% set join_x = (mem.join or mem.join_time) and m.join_pos(mem, msg, int, "tm_x") or none %}
+{% set join_x = (mem.join or mem.join_time) and m.join_pos(mem, msg, int, "this") or none %}
 WITH tm_x AS (
   SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
          CAST(COALESCE(tm_w.last_read_id, 0) AS {{ int }}) AS wm
-  FROM (SELECT tm_x.{{ mem.conv }} AS conv, tm_x.{{ mem.user }} AS usr,
+  FROM (SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
                CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active,
                CAST({% if join_x %}{{ join_x }}{% else %}NULL{% endif %} AS {{ int }}) AS join_pos
-        FROM {{ mem.table }} tm_x
-        WHERE 1 = 1{{ m.range("tm_x." ~ mem.conv, range2) }}) tm_y
+        FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
+        WHERE 1 = 1{{ m.range("this." ~ mem.conv, range2) }}) tm_y
   LEFT JOIN {{ wm }} tm_w ON tm_w.user_id = tm_y.usr AND tm_w.conversation_id = tm_y.conv
 ),
 tm_s1 AS (
   SELECT tm_b.conv AS conv, tm_b.pos AS pos, 0 AS kind, tm_b.sender AS sender,
          0 AS r, 0 AS o1, 0 AS o2, 0 AS t,
          tm_b.stored AS stored, tm_b.is_countable AS is_countable, tm_b.is_legacy AS is_legacy
-  FROM (SELECT tm_r.{{ msg.conv }} AS conv, CAST(tm_r.{{ msg.id }} AS {{ int }}) AS pos, tm_r.{{ msg.sender }} AS sender,
-               CAST(tm_r.{{ ctr.column }} AS {{ int }}) AS stored,
+  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender,
+               CAST(this.{{ ctr.column }} AS {{ int }}) AS stored,
                CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS is_countable,
                CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS is_legacy
-        FROM {{ msg.table }} tm_r
-        WHERE 1 = 1{{ m.range("tm_r." ~ msg.conv, range) }}) tm_b
+        FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+        WHERE 1 = 1{{ m.range("this." ~ msg.conv, range) }}) tm_b
   UNION ALL
   SELECT tm_x.conv, tm_x.wm, 1, tm_x.usr,
          0, CASE WHEN tm_x.is_active = 0 OR tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0, 1,
@@ -82,7 +82,7 @@ SELECT COUNT(*) AS n FROM tm_d
 SELECT tm_r.conv AS conv, tm_r.pos AS pos, tm_r.stored AS stored,
        CAST({{ m.clamp("tm_r.recomputed", cap) }} AS {{ int }}) AS recomputed,
        CAST({{ m.clamp("tm_r.orphans", cap) }} AS {{ int }}) AS orphans,
-       CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ mem.table }} tm_x WHERE tm_x.{{ mem.conv }} = tm_r.conv AND tm_x.{{ mem.user }} = tm_r.sender AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
+       CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }} WHERE this.{{ mem.conv }} = tm_r.conv AND this.{{ mem.user }} = tm_r.sender AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
        CAST({{ m.clamp("tm_r.total", cap) }} AS {{ int }}) AS total_countable
 FROM tm_d tm_r

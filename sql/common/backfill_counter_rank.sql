@@ -11,16 +11,15 @@
     L[k-1] exists, i.e. whether k <= |L|. Equality joins only, so hash or indexed joins serve. -#}
 {% import "macros.sql" as m %}
 WITH tm_w AS (
-  SELECT {{ msg.conv }} AS conv, {{ msg.id }} AS pos, {{ msg.sender }} AS sender,
-         ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }} ORDER BY {{ msg.id }} DESC) AS r_all,
-         ROW_NUMBER() OVER (PARTITION BY {{ msg.conv }}, {{ msg.sender }} ORDER BY {{ msg.id }} DESC) AS r_own
-  FROM {{ msg.table }}
-  WHERE {{ m.pred(msg.countable) }}{{ m.range(msg.conv, range) }}
+  SELECT this.{{ msg.conv }} AS conv, this.{{ msg.id }} AS pos, this.{{ msg.sender }} AS sender,
+         ROW_NUMBER() OVER (PARTITION BY this.{{ msg.conv }} ORDER BY this.{{ msg.id }} DESC) AS r_all,
+         ROW_NUMBER() OVER (PARTITION BY this.{{ msg.conv }}, this.{{ msg.sender }} ORDER BY this.{{ msg.id }} DESC) AS r_own
+  FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+  WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range) }}
 ),
 tm_c AS (
   SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos,
-         (SELECT MAX(tm_k.{{ ctr.column }}) FROM {{ ctr.table }} tm_k
-           WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS k
+         {{ m.counter_value_of(ctr, int, "tm_s.conv", "tm_s.usr") }} AS k
   FROM ({% with range = range2 %}{% include "subjects.sql" %}{% endwith %}) tm_s
 ),
 tm_q AS (

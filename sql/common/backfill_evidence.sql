@@ -37,8 +37,7 @@ SELECT tm_s.conv AS conv, tm_s.usr AS usr,
 {% elif e.kind == "timestamp" %}
        {{ ev.timestamp(e, msg, "tm_s.conv", "tm_s.usr", int) }} AS ev{{ loop.index }},
 {% elif e.kind == "counter" %}
-       (SELECT CAST(MAX(tm_k.{{ ctr.column }}) AS {{ int }}) FROM {{ ctr.table }} tm_k
-         WHERE tm_k.{{ ctr.conv }} = tm_s.conv AND tm_k.{{ ctr.user }} = tm_s.usr) AS ev{{ loop.index }},
+       {{ m.counter_value_of(ctr, int, "tm_s.conv", "tm_s.usr") }} AS ev{{ loop.index }},
 {% elif e.kind == "own_message" %}
        (SELECT CAST(MAX(tm_m.{{ msg.id }}) AS {{ int }}) FROM {{ msg.table }} tm_m
          WHERE tm_m.{{ msg.conv }} = tm_s.conv AND tm_m.{{ msg.sender }} = tm_s.usr) AS ev{{ loop.index }},

@@ -13,6 +13,32 @@
 {#- A predicate of the mapping, or TRUE when none is given. -#}
 {% macro pred(p) %}{% if p %}({{ p }}){% else %}1 = 1{% endif %}{% endmacro %}
 
+{#- The own row of a predicate or expression, aliased `this`, with the rows its text reads
+    (issue 12, "Predicates that can see their row"): `j` is a Joins of the SqlContext
+    (msg.joins, mem.joins, ctr.joins), whose `conv` / `usr` are set only when the text uses
+    that name; `conv_col` / `user_col` are the own row's conversation and user key columns
+    (quoted). `[conversations]` / `[users]` keys are unique, so the joins add no rows. -#}
+{% macro own(t, j, conv_col, user_col) %}{{ t }} this{% if j.conv %} LEFT JOIN {{ j.conv.table }} conv ON conv.{{ j.conv.key }} = this.{{ conv_col }}{% endif %}{% if j.usr %} LEFT JOIN {{ j.usr.table }} usr ON usr.{{ j.usr.key }} = this.{{ user_col }}{% endif %}{% endmacro %}
+
+{#- The stored counter, one row per member, as (conv, usr, stored): `[counter] value` over the
+    counter row `this` (or its column), the rows `[counter] rows` keeps, summed per member
+    under `combine = "sum"`. `cond` is appended to the WHERE clause (" AND …" over `this.`:
+    a batch range, or a correlation with the caller's member). Every statement that reads
+    the stored value reads it through this macro (audit, backfill's counter evidence and
+    rank, the duplicate-row check). -#}
+{% macro counter_rows(ctr, int, cond) %}SELECT this.{{ ctr.conv }} AS conv, this.{{ ctr.user }} AS usr, {% if ctr.sum %}CAST(SUM({{ ctr.value }}) AS {{ int }}){% else %}CAST({{ ctr.value }} AS {{ int }}){% endif %} AS stored
+        FROM {{ own(ctr.table, ctr.joins, ctr.conv, ctr.user) }}
+        WHERE {{ pred(ctr.rows) }}{{ cond }}{% if ctr.sum %}
+        GROUP BY this.{{ ctr.conv }}, this.{{ ctr.user }}{% endif %}{% endmacro %}
+
+{#- One member's stored counter as a scalar subquery, correlated with the caller's `conv` and
+    `usr` expressions: the same value as counter_rows gives (SUM under combine = "sum"; else
+    the row's value, MAX if the mapping holds more than one row for the member, which the
+    stages refuse before they run). -#}
+{% macro counter_value_of(ctr, int, conv, usr) %}(SELECT CAST({% if ctr.sum %}SUM{% else %}MAX{% endif %}({{ ctr.value }}) AS {{ int }})
+          FROM {{ own(ctr.table, ctr.joins, ctr.conv, ctr.user) }}
+          WHERE {{ pred(ctr.rows) }} AND this.{{ ctr.conv }} = {{ conv }} AND this.{{ ctr.user }} = {{ usr }}){% endmacro %}
+
 {#- A member's join position (NULL when none; positions at or below it are not the member's):
     `members.join_position`, or from `members.join_time` the highest message position of the
     member's conversation created at or before that time (0 when none; NULL when the time is

@@ -20,7 +20,7 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 use std::time::Duration;
 
-use crate::mapping::{EvidenceKind, Mapping, Shape};
+use crate::mapping::{Combine, EvidenceKind, Mapping, RowRefs, Shape};
 
 pub mod galera;
 pub mod mysql;
@@ -451,6 +451,45 @@ pub struct MsgIdents {
     pub created_at: Option<String>,
     pub countable: Option<String>,
     pub legacy: Option<String>,
+    /// The rows `countable` and `legacy_countable` read besides their own (`conv`).
+    pub joins: Joins,
+}
+
+/// A quoted `[conversations]` / `[users]` table and its key.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowIdents {
+    pub table: String,
+    pub key: String,
+}
+
+/// The rows a predicate or expression reads besides its own row `this`: each set only when
+/// the text uses its name (`conv.`, `usr.`), so a template joins it only then (the macro
+/// `own` of `sql/common/macros.sql`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Joins {
+    /// `[conversations]`, joined as `conv` on the conversation key.
+    pub conv: Option<RowIdents>,
+    /// `[users]`, joined as `usr` on the user key.
+    pub usr: Option<RowIdents>,
+}
+
+impl Joins {
+    fn new(mapping: &Mapping, dialect: Dialect, refs: RowRefs) -> Joins {
+        let row = |k: &Option<crate::mapping::KeyedTable>| {
+            k.as_ref().map(|k| RowIdents {
+                table: dialect.quote(&k.table),
+                key: dialect.quote(&k.key),
+            })
+        };
+        Joins {
+            conv: if refs.conv {
+                row(&mapping.conversations)
+            } else {
+                None
+            },
+            usr: if refs.usr { row(&mapping.users) } else { None },
+        }
+    }
 }
 
 /// Quoted `[members]` identifiers and predicate.
@@ -463,6 +502,8 @@ pub struct MemIdents {
     pub join: Option<String>,
     /// `join_time`, quoted: the join position is derived from it (macros.sql `join_pos`).
     pub join_time: Option<String>,
+    /// The rows `active` reads besides its own (`conv`, `usr`).
+    pub joins: Joins,
 }
 
 /// Quoted `[counter]` identifiers (user/conv empty for per_message).
@@ -471,7 +512,16 @@ pub struct CtrIdents {
     pub table: String,
     pub user: String,
     pub conv: String,
+    /// The stored column, quoted; empty when the mapping gives `value` instead.
     pub column: String,
+    /// The counter's value over its row `this`: `[counter] value`, or `this.<column>`.
+    pub value: String,
+    /// `[counter] rows`: which counter rows count (None: all).
+    pub rows: Option<String>,
+    /// `[counter] combine = "sum"`: a member's rows are summed.
+    pub sum: bool,
+    /// The rows `value` and `rows` read besides their own (`conv`, `usr`).
+    pub joins: Joins,
 }
 
 /// One quoted `[[evidence]]` entry (`conv` empty for a timestamp keyed by the user alone).
@@ -486,6 +536,8 @@ pub struct EvIdents {
     pub filter: Option<String>,
     /// The position lookup, quoted.
     pub lookup: Option<LookupIdents>,
+    /// The rows `filter` reads besides its own (`conv`, `usr`).
+    pub joins: Joins,
 }
 
 /// A quoted evidence `lookup`: the key column's value is matched against `table.key`, whose
@@ -519,6 +571,12 @@ impl SqlContext {
                 created_at: oq(&m.created_at),
                 countable: m.countable.clone(),
                 legacy: m.legacy_countable.clone(),
+                joins: Joins::new(
+                    mapping,
+                    dialect,
+                    RowRefs::of(m.countable.as_deref())
+                        .or(RowRefs::of(m.legacy_countable.as_deref())),
+                ),
             },
             mem: mapping.members.as_ref().map(|mb| MemIdents {
                 table: q(&mb.table),
@@ -527,12 +585,21 @@ impl SqlContext {
                 active: mb.active.clone(),
                 join: oq(&mb.join_position),
                 join_time: oq(&mb.join_time),
+                joins: Joins::new(mapping, dialect, RowRefs::of(mb.active.as_deref())),
             }),
             ctr: CtrIdents {
                 table: q(mapping.counter_table()),
                 user: ctr.user.as_deref().map(q).unwrap_or_default(),
                 conv: ctr.conversation.as_deref().map(q).unwrap_or_default(),
-                column: q(&ctr.column),
+                column: ctr.stored_column().map(q).unwrap_or_default(),
+                value: ctr.value_sql(q),
+                rows: ctr.rows.clone(),
+                sum: ctr.combine == Some(Combine::Sum),
+                joins: Joins::new(
+                    mapping,
+                    dialect,
+                    RowRefs::of(ctr.value.as_deref()).or(RowRefs::of(ctr.rows.as_deref())),
+                ),
             },
             evidence: mapping
                 .evidence
@@ -549,6 +616,11 @@ impl SqlContext {
                             .unwrap_or_default(),
                         column: src.map(|s| q(&s.column)).unwrap_or_default(),
                         filter: src.and_then(|s| s.filter.clone()),
+                        joins: Joins::new(
+                            mapping,
+                            dialect,
+                            RowRefs::of(src.and_then(|s| s.filter.as_deref())),
+                        ),
                         lookup: src.and_then(|s| s.lookup.as_ref()).map(|l| LookupIdents {
                             table: q(&l.table),
                             key: q(&l.key),

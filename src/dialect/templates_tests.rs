@@ -109,10 +109,57 @@ column = \"unread_by\"
 kind = \"own_message\"
 {WATERMARKS}"
     );
-    // The evidence forms of issue 12: a filter, a lookup, a timestamp keyed by the user
-    // alone, and a join position from a join time.
+    // Issue 12: predicates that read `this`, `conv` and `usr`, a counter given as an
+    // expression over two tables, summed over several rows, and a contract of its own.
+    let rows_form = format!(
+        "
+[messages]
+table = \"chat.messages\"
+id = \"id\"
+conversation = \"conv_id\"
+sender = \"sender_id\"
+created_at = \"created_at\"
+countable = \"this.id <= conv.last_id\"
+
+[conversations]
+table = \"chat.conversations\"
+key = \"conv_id\"
+
+[users]
+table = \"chat.users\"
+key = \"user_id\"
+
+[members]
+table = \"chat.members\"
+user = \"user_id\"
+conversation = \"conv_id\"
+active = \"NOT EXISTS (SELECT 1 FROM chat.history h WHERE h.conv_id = this.conv_id AND h.seq > this.seq) AND usr.deleted = 0\"
+
+[counter]
+shape = \"per_member\"
+table = \"chat.members\"
+user = \"user_id\"
+conversation = \"conv_id\"
+value = \"conv.total - this.seen + usr.bonus\"
+rows = \"this.thread_id IS NULL\"
+combine = \"sum\"
+
+[contract]
+drop = \"columns\"
+columns = [\"chat.conversations.total\", \"chat.members.seen\"]
+{POSITION_TIMESTAMP}
+[[evidence]]
+kind = \"counter\"
+{WATERMARKS}"
+    );
+    // The evidence forms of issue 12: a filter (reading `conv`), a lookup, a timestamp keyed
+    // by the user alone, and a join position from a join time.
     let evidence_forms = format!(
         "{MESSAGES}
+[conversations]
+table = \"chat.conversations\"
+key = \"conv_id\"
+
 [members]
 table = \"chat.members\"
 user = \"user_id\"
@@ -132,7 +179,7 @@ table = \"chat.receipts\"
 user = \"user_id\"
 conversation = \"conv_id\"
 column = \"event_id\"
-filter = \"this.kind IN ('read', 'read.private')\"
+filter = \"this.kind IN ('read', 'read.private') AND conv.archived = 0\"
 lookup = {{ table = \"chat.events\", key = \"event_id\", position = \"pos\", conversation = \"conv_id\" }}
 
 [[evidence]]
@@ -163,6 +210,7 @@ column = \"unread_by\"
     [
         ("per_member, evidence forms", evidence_forms),
         ("per_message, join_time", per_message_join_time),
+        ("issue 12 rows and expressions", rows_form),
         ("per_member with [members]", per_member),
         ("per_member without [members]", bare_per_member),
         ("per_message", per_message),
@@ -231,6 +279,7 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         },
                         seq_table => dialect.quote("chat.read_watermarks_seq"),
                         seq_index => dialect.quote("read_watermarks_seq_conv"),
+                        seq_msg_index => dialect.quote("messages_conv_seq"),
                     };
                     out.push((what, value));
                 }

@@ -20,11 +20,13 @@ mod evidence_forms_tests;
 mod parse;
 mod policy;
 mod predicates;
+mod rows;
 mod validate;
 
 pub use parse::line_col;
 pub use policy::EvidencePolicy;
 pub use predicates::{parse_predicate, PredicateSite};
+pub use rows::{Combine, ContractTargets, DropColumn, DropKind, KeyedTable, RawContract, RowRefs};
 pub use validate::{check_identifier, check_predicate};
 
 /// A parsed and validated mapping.
@@ -42,6 +44,12 @@ pub struct Mapping {
     pub watermarks: Watermarks,
     /// `[backfill] policy`: how the backfill chooses among evidence values.
     pub policy: EvidencePolicy,
+    /// `[conversations]` (optional): the conversation row predicates read as `conv.`.
+    pub conversations: Option<KeyedTable>,
+    /// `[users]` (optional): the user row predicates read as `usr.`.
+    pub users: Option<KeyedTable>,
+    /// `[contract]` (optional): what the contract drops; without it, `[counter] column`.
+    pub contract: Option<RawContract>,
     /// SHA-256 (hex) of the normalised mapping: what the ledger keys audits and checkpoints by.
     pub fingerprint: String,
     /// The SQL predicates with where each was written, for
@@ -112,8 +120,21 @@ pub struct Counter {
     pub user: Option<String>,
     /// Conversation key column (per_member).
     pub conversation: Option<String>,
-    /// The counter column that `contract` drops.
+    /// The counter column that `contract` drops (without a `[contract]` section); empty when
+    /// the mapping gives `value` instead ([`Counter::stored_column`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub column: String,
+    /// An SQL expression (integer) over the counter row `this`, the conversation row `conv`
+    /// and the user row `usr`: the stored unread number (issue 12). Excludes `column`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// An SQL predicate over the counter row `this` (and `conv`, `usr`): which counter rows
+    /// count (default: every row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<String>,
+    /// What several rows per member mean: `single` (the default: bad input) or `sum`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub combine: Option<Combine>,
 }
 
 /// An evidence kind (`shared/spec/semantics.md`, "Backfill").
@@ -431,6 +452,83 @@ table = "read_watermarks"
         assert!(e.starts_with("t.toml:4:"), "{e}");
         let e = err(&GOOD.replace("kind = \"counter\"", "kind = \"countr\""));
         assert!(e.starts_with("t.toml:30:8: [[evidence]]"), "{e}");
+    }
+
+    /// GOOD with the counter given as an expression over two tables and a `[contract]`.
+    fn expression_form(value: &str, contract: &str) -> String {
+        GOOD.replace(
+            "column = \"unread_count\"\n",
+            &format!("value = \"{value}\"\n\n[conversations]\ntable = \"conversations\"\nkey = \"conv_id\"\n\n{contract}\n"),
+        )
+    }
+
+    #[test]
+    fn counter_value_and_contract_targets() {
+        let text = expression_form(
+            "conv.total - this.seen",
+            "[contract]\ndrop = \"columns\"\ncolumns = [\"conversations.total\", \"unread_counters.seen\"]",
+        );
+        let m = Mapping::parse(&text, "t.toml").unwrap();
+        assert_eq!(m.counter.stored_column(), None);
+        assert!(m.counter_is_expression());
+        assert_eq!(
+            m.contract_targets(),
+            ContractTargets::Columns(vec![
+                DropColumn {
+                    table: "conversations".into(),
+                    column: "total".into()
+                },
+                DropColumn {
+                    table: "unread_counters".into(),
+                    column: "seen".into()
+                },
+            ])
+        );
+        let legacy = Mapping::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(
+            legacy.contract_targets(),
+            ContractTargets::Columns(vec![DropColumn {
+                table: "unread_counters".into(),
+                column: "unread_count".into()
+            }])
+        );
+        assert_ne!(m.fingerprint, legacy.fingerprint);
+        // value without [contract]; value with column; a target on no mapped table; usr
+        // without [users]; conv in a messages predicate without [conversations].
+        let e = err(&GOOD.replace("column = \"unread_count\"", "value = \"this.a\""));
+        assert!(
+            e.contains("counter.value needs a [contract] section"),
+            "{e}"
+        );
+        assert!(e.starts_with("t.toml:20:9:"), "{e}");
+        let e = err(&GOOD.replace(
+            "column = \"unread_count\"",
+            "column = \"unread_count\"\nvalue = \"this.a\"",
+        ));
+        assert!(e.contains("exclude each other"), "{e}");
+        let e = err(&expression_form(
+            "this.a",
+            "[contract]\ndrop = \"columns\"\ncolumns = [\"other.a\"]",
+        ));
+        assert!(e.contains("\"other\" is not a mapped table"), "{e}");
+        let e = err(&expression_form("usr.a", "[contract]\ndrop = \"nothing\""));
+        assert!(e.contains("add a [users] section"), "{e}");
+        let e = err(&GOOD.replace("is_deleted = 0", "conv.closed = 0"));
+        assert!(
+            e.starts_with("t.toml:7:13: messages.countable reads `conv.`"),
+            "{e}"
+        );
+        let e = err(&expression_form(
+            "this.a",
+            "[contract]\ndrop = \"table\"\ntable = \"members\"",
+        ));
+        assert!(e.contains("only the per_member counter table"), "{e}");
+        let m = Mapping::parse(
+            &expression_form("this.a", "[contract]\ndrop = \"nothing\""),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(m.contract_targets(), ContractTargets::Nothing);
     }
 
     #[test]

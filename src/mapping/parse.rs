@@ -24,6 +24,9 @@ pub(super) struct RawMapping {
     pub(super) evidence: Vec<Spanned<toml::Table>>,
     pub(super) watermarks: Spanned<toml::Table>,
     pub(super) backfill: Option<Spanned<toml::Table>>,
+    pub(super) conversations: Option<Spanned<toml::Table>>,
+    pub(super) users: Option<Spanned<toml::Table>>,
+    pub(super) contract: Option<Spanned<toml::Table>>,
 }
 
 /// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
@@ -65,6 +68,38 @@ impl RawEvidence {
             EvidenceKind::OwnMessage => Evidence::OwnMessage,
         })
     }
+}
+
+/// The row names of each evidence `filter` (issue 12): `conv.` needs `[conversations]` and a
+/// conversation key on the evidence row (a timestamp keyed by the user alone has none), `usr.`
+/// needs `[users]`.
+///
+/// Errors (exit 2, `file:line:col:` at the filter).
+fn evidence_row_names(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+    evidence: &[RawEvidence],
+    has_conv: bool,
+    has_usr: bool,
+) -> anyhow::Result<()> {
+    let ck = super::rows::RowChecks { loc };
+    let has = super::RowRefs {
+        conv: has_conv,
+        usr: has_usr,
+    };
+    for (e, t) in evidence.iter().zip(&raw.evidence) {
+        let Some(filter) = e.filter.as_deref() else {
+            continue;
+        };
+        if e.conversation.is_none() && super::RowRefs::of(Some(filter)).conv {
+            return Err(loc.at(
+                loc.value_span(t, "filter").or(Some(t.span())),
+                "evidence.filter reads `conv.`, but this evidence has no conversation key (a timestamp keyed by the user alone applies in each of the user's conversations)",
+            ));
+        }
+        ck.row_names(t, "evidence.filter", Some(filter), has, true)?;
+    }
+    Ok(())
 }
 
 /// Turns a span of the mapping text into `origin:line:col: message` errors (exit 2).
@@ -122,6 +157,15 @@ impl Mapping {
         )?;
 
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
+        let (conversations, users, contract) =
+            super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
+        evidence_row_names(
+            &loc,
+            &raw,
+            &evidence,
+            conversations.is_some(),
+            users.is_some(),
+        )?;
         let mut normalised = serde_json::json!({
             "messages": messages, "members": members, "counter": counter,
             "evidence": evidence, "watermarks": watermarks,
@@ -130,6 +174,16 @@ impl Mapping {
         // before the key existed keep theirs).
         if policy != super::EvidencePolicy::First {
             normalised["backfill"] = serde_json::json!({ "policy": policy });
+        }
+        // The issue-12 sections likewise, only when present.
+        for (key, value) in [
+            ("conversations", serde_json::to_value(&conversations)?),
+            ("users", serde_json::to_value(&users)?),
+            ("contract", serde_json::to_value(&contract)?),
+        ] {
+            if !value.is_null() {
+                normalised[key] = value;
+            }
         }
         let fingerprint = hex(&Sha256::digest(normalised.to_string().as_bytes()));
         let evidence = evidence
@@ -157,6 +211,8 @@ impl Mapping {
                 "members.active",
                 &members.as_ref().and_then(|m| m.active.clone()),
             ),
+            (&raw.counter, "counter.value", &counter.value),
+            (&raw.counter, "counter.rows", &counter.rows),
         ] {
             if let Some(pred) = value {
                 let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
@@ -188,13 +244,16 @@ impl Mapping {
             watermarks,
             policy,
             fingerprint,
+            conversations,
+            users,
+            contract,
         })
     }
 }
 
 /// Parses one section again on its own so that an error points into it: at the offending
 /// key's own line (toml's spans, [`toml::de::DeTable`]), or at the key the message names.
-fn section<T: for<'de> Deserialize<'de>>(
+pub(super) fn section<T: for<'de> Deserialize<'de>>(
     loc: &Locator<'_>,
     table: &Spanned<toml::Table>,
     name: &str,

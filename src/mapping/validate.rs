@@ -156,7 +156,9 @@ impl Checker<'_> {
         messages: &Messages,
         has_members: bool,
     ) -> anyhow::Result<()> {
-        self.ident(c, "counter", "column", &counter.column, false)?;
+        if !counter.column.is_empty() {
+            self.ident(c, "counter", "column", &counter.column, false)?;
+        }
         match counter.shape {
             Shape::PerMember => {
                 for (key, value) in [

@@ -18,15 +18,18 @@ const BIG: i64 = 9000;
 
 /// One printed statement: its name, its binds in order, its SQL.
 #[derive(Debug, Clone)]
-struct Printed {
-    name: String,
-    binds: Vec<String>,
-    sql: String,
+pub(crate) struct Printed {
+    /// The statement's name.
+    pub name: String,
+    /// Its binds, in order.
+    pub binds: Vec<String>,
+    /// Its SQL, without the closing `;`.
+    pub sql: String,
 }
 
 /// Parses the output of `tidemark sql app`: `-- name: …` or `-- name (continued)` starts a
 /// statement, `-- binds: a, b` lists its binds, the SQL runs to the line ending in `;`.
-fn parse(text: &str) -> Vec<Printed> {
+pub(crate) fn parse(text: &str) -> Vec<Printed> {
     let mut out = Vec::new();
     let mut current: Option<Printed> = None;
     for line in text.lines() {
@@ -67,18 +70,22 @@ fn parse(text: &str) -> Vec<Printed> {
 
 /// A value to bind.
 #[derive(Debug, Clone)]
-enum V {
+pub(crate) enum V {
+    /// An integer.
     Int(i64),
+    /// A text.
     Text(String),
 }
 
 /// The printed statements and a way to run them.
-struct App {
-    statements: Vec<Printed>,
+pub(crate) struct App {
+    /// What `tidemark sql app` printed, parsed.
+    pub statements: Vec<Printed>,
 }
 
 impl App {
-    fn all(&self, name: &str) -> Vec<&Printed> {
+    /// Every part of statement `name`, in order (panics when there is none).
+    pub fn all(&self, name: &str) -> Vec<&Printed> {
         let found: Vec<&Printed> = self.statements.iter().filter(|p| p.name == name).collect();
         assert!(!found.is_empty(), "no statement {name}");
         found
@@ -86,7 +93,12 @@ impl App {
 
     /// Runs statement `name` (every part, in order) with `values` by bind name; the rows of the
     /// last part.
-    async fn run(&self, conn: &mut AnyConnection, name: &str, values: &[(&str, V)]) -> Vec<AnyRow> {
+    pub async fn run(
+        &self,
+        conn: &mut AnyConnection,
+        name: &str,
+        values: &[(&str, V)],
+    ) -> Vec<AnyRow> {
         let values: BTreeMap<&str, V> = values.iter().cloned().collect();
         let mut rows = Vec::new();
         for p in self.all(name) {
@@ -106,7 +118,8 @@ impl App {
         rows
     }
 
-    async fn unread(&self, conn: &mut AnyConnection, conv: i64, user: &str) -> i64 {
+    /// The printed `unread_count` of `user` in `conv`.
+    pub async fn unread(&self, conn: &mut AnyConnection, conv: i64, user: &str) -> i64 {
         let rows = self
             .run(
                 conn,
@@ -122,7 +135,7 @@ impl App {
 }
 
 /// An integer column, whatever width the engine gave it.
-fn int(row: &AnyRow, i: usize) -> i64 {
+pub(crate) fn int(row: &AnyRow, i: usize) -> i64 {
     row.try_get::<i64, _>(i)
         .or_else(|_| row.try_get::<i32, _>(i).map(i64::from))
         .unwrap_or_else(|e| panic!("column {i}: {e}"))
@@ -426,3 +439,137 @@ async fn sequence_waits_for_the_lock(backend: Backend) {
 }
 
 on_every_backend!(servers: sequence_waits_for_the_lock);
+
+/// Runs `tidemark sql app` for `mapping` (a file) on the fixture's dialect and parses it.
+fn printed_for(fx: &Fixture, mapping: &std::path::Path) -> App {
+    let run = crate::common::bin::run(
+        fx.dir.path(),
+        &[
+            "sql",
+            "app",
+            "--database",
+            &fx.db.url,
+            "--mapping",
+            mapping.to_str().unwrap(),
+            "--page",
+            "3",
+        ],
+    );
+    run.expect_code(0);
+    App {
+        statements: parse(&run.stdout),
+    }
+}
+
+/// A message the mapping's `countable` predicate leaves out (a system message, a deleted one)
+/// is unread by nobody in `message_unread_page`, as in the audit's per-message count (the page
+/// used to count it like any other).
+async fn message_page_follows_countable(backend: Backend) {
+    let mut extra = big_conversation();
+    extra.push(format!(
+        "INSERT INTO messages (conv_id, id, sender_id, is_deleted, is_system, created_at, unread_count) \
+         VALUES ({BIG}, 151, 'big_sender', 0, 1, NULL, NULL), ({BIG}, 152, 'big_sender', 1, 0, NULL, NULL)"
+    ));
+    let Some(fx) = Fixture::create(backend, "app_countable", &extra).await else {
+        return;
+    };
+    fx.run(&["expand"], &[]).expect_code(0);
+    let app = printed_for(&fx, &fx.mapping);
+    let mut conn = fx.connect().await;
+    let rows = app
+        .run(
+            &mut conn,
+            "message_unread_page",
+            &[
+                ("conversation", V::Int(BIG)),
+                ("message_1", V::Int(150)),
+                ("message_2", V::Int(151)),
+                ("message_3", V::Int(152)),
+            ],
+        )
+        .await;
+    let got: Vec<(i64, i64)> = rows.iter().map(|r| (int(r, 0), int(r, 1))).collect();
+    assert_eq!(got, [(150, 1), (151, 0), (152, 0)]);
+    drop(conn);
+    fx.db.cleanup().await;
+}
+
+on_every_backend!(message_page_follows_countable);
+
+/// `sequence_schema` fills `seq` for the existing rows (seq = id: id order within each
+/// conversation, every watermark keeps its meaning), so with `seq` mapped as the position the
+/// unread counts are the same as with `id`; the next number follows the highest; the unique
+/// `(conversation, seq)` index refuses a number twice.
+async fn sequence_schema_fills_seq(backend: Backend) {
+    let Some(fx) = Fixture::create(backend, "app_seq_fill", &big_conversation()).await else {
+        return;
+    };
+    fx.run(&["expand"], &[]).expect_code(0);
+    fx.run(&["backfill"], &["-q"]).expect_code(0);
+    let by_id = printed_for(&fx, &fx.mapping);
+    let mut conn = fx.connect().await;
+    for p in by_id.all("sequence_schema") {
+        sqlx::raw_sql(&p.sql).execute(&mut conn).await.unwrap();
+    }
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+    let total = count("SELECT COUNT(*) FROM messages")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert!(total > 150, "{total}");
+    let unfilled = count("SELECT COUNT(*) FROM messages WHERE seq IS NULL")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(unfilled, 0, "rows without seq after sequence_schema");
+    let differ = count("SELECT COUNT(*) FROM messages WHERE seq <> id")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(differ, 0);
+
+    // The same counts with seq as the position.
+    let seq_mapping = fx.dir.path().join("seq.toml");
+    let text = std::fs::read_to_string(&fx.mapping).unwrap();
+    assert!(text.contains("id = \"id\"\n"));
+    std::fs::write(
+        &seq_mapping,
+        text.replacen("id = \"id\"\n", "id = \"seq\"\n", 1),
+    )
+    .unwrap();
+    let by_seq = printed_for(&fx, &seq_mapping);
+    let members =
+        sqlx::query("SELECT conv_id, user_id FROM unread_counters ORDER BY conv_id, user_id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    let mut compared = 0;
+    for row in &members {
+        let (conv, user): (i64, String) = (int(row, 0), row.get(1));
+        let a = by_id.unread(&mut conn, conv, &user).await;
+        let b = by_seq.unread(&mut conn, conv, &user).await;
+        assert_eq!(a, b, "unread of {user} in {conv}: by id {a}, by seq {b}");
+        compared += 1;
+    }
+    assert!(compared > 20);
+
+    // The next number follows the highest; a number twice is refused.
+    let next = vec![("conversation", V::Int(BIG))];
+    let mut tx = conn.begin().await.unwrap();
+    let rows = by_seq.run(&mut tx, "sequence_next", &next).await;
+    assert_eq!(int(&rows[0], 0), 151);
+    tx.commit().await.unwrap();
+    let twice = sqlx::raw_sql(&format!(
+        "INSERT INTO messages (conv_id, id, sender_id, seq) VALUES ({BIG}, 1151, 'big_sender', 150)"
+    ))
+    .execute(&mut conn)
+    .await;
+    assert!(
+        twice.is_err(),
+        "a seq used twice in one conversation must be refused"
+    );
+    drop(conn);
+    fx.db.cleanup().await;
+}
+
+on_every_backend!(sequence_schema_fills_seq);

@@ -49,3 +49,4 @@ mod secrets;
 mod snapshot;
 mod synapse;
 mod tolerance;
+mod two_connections;
