@@ -9,7 +9,7 @@
     that names no row is no evidence; with the lookup's `conversation`, a row of the same
     conversation only), kept where the filter is true. Without `e.conv` (a timestamp keyed by
     the user alone) every row of the user counts, in each of the user's conversations. -#}
-{% macro rows(e, conv, usr) %}FROM {{ e.table }} this{% if e.joins.conv %} LEFT JOIN {{ e.joins.conv.table }} conv ON conv.{{ e.joins.conv.key }} = this.{{ e.conv }}{% endif %}{% if e.joins.usr %} LEFT JOIN {{ e.joins.usr.table }} usr ON usr.{{ e.joins.usr.key }} = this.{{ e.user }}{% endif %}{% if e.lookup %} JOIN {{ e.lookup.table }} tm_l ON tm_l.{{ e.lookup.key }} = this.{{ e.column }}{% if e.lookup.conv %} AND tm_l.{{ e.lookup.conv }} = this.{{ e.conv }}{% endif %}{% endif %}
+{% macro rows(e, conv, usr) %}FROM {{ e.table }} this{% if e.joins.conv %} LEFT JOIN {{ e.joins.conv.table }} conv ON conv.{{ e.joins.conv.key }} = this.{{ e.conv }}{% endif %}{% if e.joins.usr %} LEFT JOIN {{ e.joins.usr.table }} usr ON usr.{{ e.joins.usr.key }} = this.{{ e.user }}{% endif %}{% if e.lookup %} JOIN {{ e.lookup.table }} tm_l ON tm_l.{{ e.lookup.key }} = this.{{ e.column }}{% if e.lookup.conv %} AND tm_l.{{ e.lookup.conv }} = this.{{ e.conv }}{% endif %}{% endif +%}
          WHERE {% if e.conv %}this.{{ e.conv }} = {{ conv }} AND {% endif %}this.{{ e.user }} = {{ usr }}{% if e.filter %} AND ({{ e.filter }}){% endif %}{% endmacro %}
 
 {#- The value one evidence row gives: the looked-up position, or the column itself. -#}
