@@ -326,6 +326,10 @@ async fn check_counter_rows(
     )))
 }
 
+/// Builds `FROM <table> this [LEFT JOIN … conv] [LEFT JOIN … usr]` from the table, the row
+/// names its predicate reads, the own row's conversation and user key columns.
+type OwnFrom<'a> = dyn Fn(&str, RowRefs, &str, Option<&str>) -> String + 'a;
+
 /// The preflight queries of the evidence: per `position` / `timestamp` entry its columns
 /// under its `filter` (the evidence row is `this`, as in the backfill), and its `lookup`
 /// table's key and position columns (section `[[evidence]] #N lookup`).
@@ -334,7 +338,7 @@ async fn check_counter_rows(
 fn evidence_checks(
     mapping: &Mapping,
     dialect: Dialect,
-    own: &dyn Fn(&str, RowRefs, &str, Option<&str>) -> String,
+    own: &OwnFrom<'_>,
 ) -> Vec<(String, String)> {
     let q = |s: &str| dialect.quote(s);
     let mut checks = Vec::new();

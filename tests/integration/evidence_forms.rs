@@ -37,14 +37,18 @@ use tidemark::stages::{audit, backfill, expand, text};
 
 on_every_backend!(
     filter_and_lookup,
+    filter_reads_conv,
     user_timestamp,
     highest_of_both,
-    join_time
+    join_time,
+    join_time_per_message
 );
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE messages (id BIGINT NOT NULL, event_id VARCHAR(32) NOT NULL, conv_id BIGINT NOT NULL, \
-     sender_id VARCHAR(32) NULL, created_at BIGINT NOT NULL, PRIMARY KEY (id))",
+     sender_id VARCHAR(32) NULL, created_at BIGINT NOT NULL, unread_by INTEGER NULL, PRIMARY KEY (id))",
+    "CREATE TABLE convs (conv_id BIGINT NOT NULL, archived INTEGER NOT NULL, PRIMARY KEY (conv_id))",
+    "INSERT INTO convs (conv_id, archived) VALUES (1, 0), (2, 1)",
     "CREATE TABLE members (conv_id BIGINT NOT NULL, user_id VARCHAR(32) NOT NULL, joined_at BIGINT NULL, \
      PRIMARY KEY (conv_id, user_id))",
     "CREATE TABLE counters (conv_id BIGINT NOT NULL, user_id VARCHAR(32) NOT NULL, unread_count INTEGER NOT NULL, \
@@ -53,10 +57,11 @@ const SCHEMA: &[&str] = &[
      receipt_type VARCHAR(32) NOT NULL)",
     "CREATE TABLE users (id VARCHAR(32) NOT NULL, marked_all_read_at BIGINT NULL, deleted INTEGER NOT NULL, \
      PRIMARY KEY (id))",
-    "INSERT INTO messages (id, event_id, conv_id, sender_id, created_at) VALUES \
-     (1, 'e1', 1, 'alice', 100), (2, 'e2', 1, 'bob', 200), (3, 'e3', 1, 'carol', 300), \
-     (4, 'e4', 1, 'alice', 400), (5, 'e5', 1, 'bob', 500), (6, 'e6', 1, 'carol', 600), \
-     (7, 'e7', 2, 'alice', 150), (8, 'e8', 2, 'bob', 350), (9, 'e9', 2, 'alice', 700)",
+    // unread_by: a per-message counter, for join_time_per_message (see there).
+    "INSERT INTO messages (id, event_id, conv_id, sender_id, created_at, unread_by) VALUES \
+     (1, 'e1', 1, 'alice', 100, 1), (2, 'e2', 1, 'bob', 200, 2), (3, 'e3', 1, 'carol', 300, 2), \
+     (4, 'e4', 1, 'alice', 400, 2), (5, 'e5', 1, 'bob', 500, 2), (6, 'e6', 1, 'carol', 600, 3), \
+     (7, 'e7', 2, 'alice', 150, 1), (8, 'e8', 2, 'bob', 350, 1), (9, 'e9', 2, 'alice', 700, 1)",
     "INSERT INTO members (conv_id, user_id, joined_at) VALUES \
      (1, 'alice', 50), (1, 'bob', 250), (1, 'carol', NULL), (1, 'dave', 650), \
      (2, 'alice', 100), (2, 'bob', 400)",
@@ -235,6 +240,31 @@ async fn filter_and_lookup(backend: Backend) {
     db.cleanup().await;
 }
 
+/// A filter that reads the conversation row: conversation 2 is archived (`convs`), so alice's
+/// receipt there is no evidence; the rest as in `filter_and_lookup`.
+async fn filter_reads_conv(backend: Backend) {
+    let Some((db, mut conn, dialect)) = setup(backend, "evfconv").await else {
+        return;
+    };
+    let toml = format!(
+        "{HEAD}\n[conversations]\ntable = \"convs\"\nkey = \"conv_id\"\n{COUNTER}{}{WATERMARKS}",
+        RECEIPTS.replace(
+            "IN ('m.read', 'm.read.private')\"",
+            "IN ('m.read', 'm.read.private') AND conv.archived = 0\""
+        )
+    );
+    assert!(toml.contains("conv.archived"));
+    let (got, _) = expand_backfill(&mut conn, dialect, &toml).await;
+    assert_eq!(
+        got,
+        wm(&[(1, "alice", 3, "position"), (1, "bob", 4, "position")]),
+        "{}",
+        backend.name()
+    );
+    let _ = conn.close().await;
+    db.cleanup().await;
+}
+
 async fn user_timestamp(backend: Backend) {
     let Some((db, mut conn, dialect)) = setup(backend, "evusrts").await else {
         return;
@@ -363,6 +393,63 @@ async fn join_time(backend: Backend) {
         (6, 0),
         "{:?}",
         after.summary
+    );
+    let _ = conn.close().await;
+    db.cleanup().await;
+}
+
+/// `join_time` in the per-message audit: a member counts for a message when active, not its
+/// sender, joined before it (join position < its id) and their watermark (none here) is below
+/// it. Conversation 1 (alice 0, bob 2, carol none, dave 6): m1 carol = 1; m2 alice carol = 2; m3
+/// alice bob = 2; m4 bob carol = 2; m5 alice carol = 2; m6 alice bob = 2 (stored 3). Conversation
+/// 2 (alice 0, bob 8): m7 nobody = 0 (stored 1); m8 alice = 1; m9 bob = 1. Without the join
+/// positions m6 (dave too) and m7 (bob) would not drift and m1..m5 would.
+async fn join_time_per_message(backend: Backend) {
+    let Some((db, mut conn, dialect)) = setup(backend, "evjoinpm").await else {
+        return;
+    };
+    let toml = format!(
+        "{}\n[counter]\nshape = \"per_message\"\ncolumn = \"unread_by\"\n{RECEIPTS}{WATERMARKS}",
+        HEAD.replace(
+            "[members]\ntable = \"members\"\nuser = \"user_id\"\nconversation = \"conv_id\"\n",
+            "[members]\ntable = \"members\"\nuser = \"user_id\"\nconversation = \"conv_id\"\njoin_time = \"joined_at\"\n",
+        )
+    );
+    let mapping = Mapping::parse(&toml, "join_time_pm.toml").expect("mapping");
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .expect("expand");
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("pm.csv");
+    let outcome = audit::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &audit::AuditOptions {
+            report: report.clone(),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("audit");
+    assert_eq!(
+        (outcome.summary.rows_checked, outcome.summary.drifting_rows),
+        (9, 2),
+        "{:?}",
+        outcome.summary
+    );
+    let file = csv::read(&report);
+    let rows: Vec<Vec<String>> = file
+        .rows
+        .iter()
+        .map(|r| r[..5].iter().map(|c| c.to_string()).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![vec!["1", "6", "3", "2", "1"], vec!["2", "7", "1", "0", "1"]],
+        "{}: {}",
+        backend.name(),
+        file.header
     );
     let _ = conn.close().await;
     db.cleanup().await;
