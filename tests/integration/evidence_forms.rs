@@ -454,3 +454,62 @@ async fn join_time_per_message(backend: Backend) {
     let _ = conn.close().await;
     db.cleanup().await;
 }
+
+on_every_backend!(plan_shows_the_forms);
+
+/// `tidemark plan` prints the statements with every form in them: the filter, the lookup's
+/// join, the per-user timestamp (no conversation condition on its table) and the join position
+/// from the join time, in the backfill's read and in the audit.
+async fn plan_shows_the_forms(backend: Backend) {
+    let Some((db, mut conn, _)) = setup(backend, "evplan").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "{}{COUNTER}{RECEIPTS}{MARK_ALL_READ}{WATERMARKS}",
+        HEAD.replace(
+            "[members]\ntable = \"members\"\nuser = \"user_id\"\nconversation = \"conv_id\"\n",
+            "[members]\ntable = \"members\"\nuser = \"user_id\"\nconversation = \"conv_id\"\njoin_time = \"joined_at\"\n",
+        )
+    );
+    std::fs::write(dir.path().join("forms.toml"), &toml).unwrap();
+    let out = crate::common::bin::run(
+        dir.path(),
+        &["plan", "--database", &db.url, "--mapping", "forms.toml"],
+    );
+    out.expect_code(0);
+    let q = |s: &str| match backend {
+        Backend::Mysql => format!("`{s}`"),
+        _ => format!("\"{s}\""),
+    };
+    for want in [
+        // The receipts' filter and lookup.
+        "this.receipt_type IN ('m.read', 'm.read.private')".to_string(),
+        format!(
+            "FROM {} this JOIN {} tm_l ON tm_l.{} = this.{} AND tm_l.{} = this.{}",
+            q("receipts"),
+            q("messages"),
+            q("event_id"),
+            q("event_id"),
+            q("conv_id"),
+            q("conv_id")
+        ),
+        // The per-user time: its table is matched on the user alone.
+        format!(
+            "FROM {} this\n             WHERE this.{} = tm_s.usr AND (deleted = 0)",
+            q("users"),
+            q("id")
+        ),
+        // The join position from the join time.
+        format!("CASE WHEN this.{} IS NULL THEN NULL", q("joined_at")),
+    ] {
+        assert!(
+            out.stdout.contains(&want),
+            "{}: plan lacks {want:?}:\n{}",
+            backend.name(),
+            out.stdout
+        );
+    }
+    let _ = conn.close().await;
+    db.cleanup().await;
+}
