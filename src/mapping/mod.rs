@@ -3,12 +3,14 @@
 //! file").
 //!
 //! Every identifier is validated here and quoted later by the dialect; predicates
-//! (`countable`, `legacy_countable`, `active`) are SQL the DBA writes and owns, checked only for
-//! statement separators and comments. A file that does not parse, has an unknown key or an
+//! (`countable`, `legacy_countable`, `active`, an evidence `filter`) are SQL the DBA writes and
+//! owns, checked here for statement separators and comments and later parsed in the dialect's
+//! grammar ([`Mapping::check_predicates`]). A file that does not parse, has an unknown key or an
 //! invalid identifier is reported as `file:line:col: what is wrong` (exit 2).
 //!
 //! [`parse`] reads the TOML and builds a [`Mapping`]; [`validate`] holds the identifier and
-//! predicate rules and the checks between sections (shape, evidence kinds).
+//! predicate rules and the checks between sections (shape, evidence kinds, the evidence forms:
+//! `filter`, `lookup`, a timestamp keyed by the user alone, `[members] join_time`).
 
 use serde::Deserialize;
 use std::path::Path;

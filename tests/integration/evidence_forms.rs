@@ -461,7 +461,7 @@ on_every_backend!(plan_shows_the_forms);
 /// join, the per-user timestamp (no conversation condition on its table) and the join position
 /// from the join time, in the backfill's read and in the audit.
 async fn plan_shows_the_forms(backend: Backend) {
-    let Some((db, mut conn, _)) = setup(backend, "evplan").await else {
+    let Some((db, conn, _)) = setup(backend, "evplan").await else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
