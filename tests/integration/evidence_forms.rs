@@ -455,7 +455,47 @@ async fn join_time_per_message(backend: Backend) {
     db.cleanup().await;
 }
 
-on_every_backend!(plan_shows_the_forms);
+on_every_backend!(plan_shows_the_forms, bad_filter_is_named);
+
+/// A filter that does not parse in the database's SQL, or a lookup on a timestamp: exit 2 with
+/// the file, line and key, before any statement runs.
+async fn bad_filter_is_named(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "evbadf").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let good = format!("{HEAD}{COUNTER}{RECEIPTS}{WATERMARKS}");
+    let line = good.lines().position(|l| l.starts_with("filter")).unwrap() + 1;
+    for (name, text, want) in [
+        (
+            "unparsable.toml",
+            good.replace("IN ('m.read'", "IN IN ('m.read'"),
+            format!("unparsable.toml:{line}:10: evidence[1].filter: "),
+        ),
+        (
+            "two.toml",
+            good.replace(
+                "'m.read.private')",
+                "'m.read.private'); DELETE FROM receipts",
+            ),
+            format!("two.toml:{line}:10: evidence.filter: "),
+        ),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+        for args in [&["backfill", "--quiet"][..], &["plan"]] {
+            let mut all = args.to_vec();
+            all.extend(["--database", &db.url, "--mapping", name]);
+            let out = crate::common::bin::run(dir.path(), &all);
+            out.expect_code(2);
+            assert!(
+                out.stderr.contains(&want),
+                "{args:?}: want {want:?} in\n{}",
+                out.stderr
+            );
+        }
+    }
+    db.cleanup().await;
+}
 
 /// `tidemark plan` prints the statements with every form in them: the filter, the lookup's
 /// join, the per-user timestamp (no conversation condition on its table) and the join position
