@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
-//!     [--workloads standard,large] [--large-scale F] [--no-reference]
+//!     [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth]
 //! ```
 //!
 //! Two workloads (issue 11): *standard* (the generator's data: mostly direct messages and
@@ -12,8 +12,11 @@
 //! 2 000 × F members and 10 000 × F messages, half the members never having read). Beside each
 //! tidemark job the bench times the reference statement a DBA would write (one upsert for the
 //! backfill, a correlated `COUNT(*)` per member for the audit) through the database's own
-//! client, and prints one table per backend: times, tidemark / reference, rows per second and
-//! peak RSS.
+//! client, and the naive loop ([`naive`]: one query per member from a client program, sampled
+//! and extrapolated when it would take over a minute; `--no-loop` skips it), and prints one
+//! table per backend: times, tidemark / reference, loop / tidemark, rows per second and peak
+//! RSS. With `--growth` every workload also runs at 4× its size (4N members, large-scale 4F)
+//! and a second table gives time(4N) / time(N) per job.
 //!
 //! Defaults: 1 000 000 member rows, all three backends, seed 2024, both workloads, scale 1. After generating and after
 //! the backfill the bench refreshes the planner statistics (`ANALYZE`; `ANALYZE TABLE` on
@@ -46,6 +49,8 @@ use tidemark::stages::{audit, backfill, expand};
 
 #[path = "pipeline/large.rs"]
 mod large;
+#[path = "pipeline/naive.rs"]
+mod naive;
 #[path = "pipeline/table.rs"]
 mod table;
 
@@ -116,6 +121,7 @@ fn proc_status_kib(field: &str) -> u64 {
 
 struct PhaseArgs {
     phase: String,
+    job: String,
     url: String,
     members: u64,
     seed: u64,
@@ -171,6 +177,7 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                 let (members, messages) = large::generate(&mut conn, backend, args.scale).await?;
                 json!({ "members": members, "messages": messages, "counter_rows": members })
             }
+            "naive" => naive::run(&mut conn, dialect, &args.job).await?,
             "clear" => {
                 sqlx::raw_sql("DELETE FROM read_watermarks")
                     .execute(&mut conn)
@@ -379,6 +386,7 @@ struct Run {
     analyze: bool,
     scale: f64,
     reference: bool,
+    naive: bool,
 }
 
 async fn bench_backend(run: Run, f: &mut Figures) -> Result<()> {
@@ -396,6 +404,32 @@ async fn bench_backend(run: Run, f: &mut Figures) -> Result<()> {
     let dropped = db.drop_db().await;
     result?;
     dropped
+}
+
+/// Runs the naive loop of `job` in a child and reports its (maybe extrapolated) time.
+fn naive_loop(url: &str, job: &str) -> Result<Value> {
+    let v = spawn_phase(
+        "naive",
+        &format!("loop {job}"),
+        url,
+        &["--job".into(), job.into()],
+    )?;
+    eprintln!(
+        "  {:<12} {:>9.2} s   ({} of {} members{})",
+        format!("loop {job}"),
+        v["loop_secs"].as_f64().unwrap_or(0.0),
+        v["sampled"],
+        v["members"],
+        if v["extrapolated"].as_bool().unwrap_or(false) {
+            format!(
+                " in {:.1} s, extrapolated",
+                v["measured_secs"].as_f64().unwrap_or(0.0)
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(v)
 }
 
 /// Times a reference statement through the backend's client (None with `--no-reference`).
@@ -447,11 +481,18 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
     if f.ref_backfill.is_some() {
         spawn_phase("clear", "clear", url, &[])?;
     }
+    if run.naive {
+        f.loop_backfill = Some(naive_loop(url, "backfill")?);
+        spawn_phase("clear", "clear", url, &[])?;
+    }
     let filled = spawn_phase("backfill", "backfill", url, &[])?;
     if run.analyze {
         spawn_phase("analyze", "analyze", url, &[])?;
     }
     f.ref_audit = reference(run, url, "ref audit", &large::reference_audit())?;
+    if run.naive {
+        f.loop_audit = Some(naive_loop(url, "audit")?);
+    }
     let mut problems = Vec::new();
     if injected.is_some() {
         for key in ["no_evidence", "unrepresentable_counters"] {
@@ -530,6 +571,8 @@ struct MainArgs {
     workloads: Vec<&'static str>,
     scale: f64,
     reference: bool,
+    naive: bool,
+    growth: bool,
 }
 
 enum Mode {
@@ -549,6 +592,9 @@ fn parse_args() -> Result<Mode> {
     let mut workloads = vec!["standard", "large"];
     let mut scale = 1.0f64;
     let mut reference = true;
+    let mut naive = true;
+    let mut growth = false;
+    let mut job = String::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let (key, inline) = match arg.split_once('=') {
@@ -580,6 +626,9 @@ fn parse_args() -> Result<Mode> {
             }
             "--no-analyze" => analyze = false,
             "--no-reference" => reference = false,
+            "--no-loop" => naive = false,
+            "--growth" => growth = true,
+            "--job" => job = value("--job")?,
             "--large-scale" => scale = value("--large-scale")?.parse().context("--large-scale")?,
             "--workloads" => {
                 workloads = value("--workloads")?
@@ -598,7 +647,7 @@ fn parse_args() -> Result<Mode> {
             "--report" => report = Some(PathBuf::from(value("--report")?)),
             "-h" | "--help" => {
                 println!(
-                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference]"
+                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth]"
                 );
                 std::process::exit(0);
             }
@@ -610,6 +659,7 @@ fn parse_args() -> Result<Mode> {
     Ok(match phase {
         Some(phase) => Mode::Phase(PhaseArgs {
             phase,
+            job,
             url: url.ok_or_else(|| anyhow!("--phase needs --url"))?,
             members,
             seed,
@@ -625,6 +675,8 @@ fn parse_args() -> Result<Mode> {
             workloads,
             scale,
             reference,
+            naive,
+            growth,
         }),
     })
 }
@@ -652,37 +704,43 @@ fn main() -> ExitCode {
                 .expect("a tokio runtime");
             let mut rows = Vec::new();
             let mut failed = false;
+            let factors: &[u64] = if args.growth { &[1, 4] } else { &[1] };
             for backend in args.backends.iter().copied() {
                 for &workload in &args.workloads {
-                    let mut f = Figures {
-                        backend: backend.name(),
-                        workload,
-                        ..Default::default()
-                    };
-                    let run = Run {
-                        backend,
-                        workload,
-                        members: args.members,
-                        seed: args.seed,
-                        analyze: args.analyze,
-                        scale: args.scale,
-                        reference: args.reference,
-                    };
-                    let started = Instant::now();
-                    if let Err(e) = runtime.block_on(bench_backend(run, &mut f)) {
-                        eprintln!("  {}: error: {e:#}", backend.name());
-                        f.error = Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
-                        failed = true;
+                    for &factor in factors {
+                        let mut f = Figures {
+                            backend: backend.name(),
+                            workload,
+                            factor,
+                            ..Default::default()
+                        };
+                        let run = Run {
+                            backend,
+                            workload,
+                            members: args.members * factor,
+                            seed: args.seed,
+                            analyze: args.analyze,
+                            scale: args.scale * factor as f64,
+                            reference: args.reference,
+                            naive: args.naive,
+                        };
+                        let started = Instant::now();
+                        if let Err(e) = runtime.block_on(bench_backend(run, &mut f)) {
+                            eprintln!("  {}: error: {e:#}", backend.name());
+                            f.error =
+                                Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
+                            failed = true;
+                        }
+                        if f.check.starts_with("MISMATCH") {
+                            failed = true;
+                        }
+                        eprintln!(
+                            "  {} {workload} done in {:.1} s",
+                            backend.name(),
+                            started.elapsed().as_secs_f64()
+                        );
+                        rows.push(f);
                     }
-                    if f.check.starts_with("MISMATCH") {
-                        failed = true;
-                    }
-                    eprintln!(
-                        "  {} {workload} done in {:.1} s",
-                        backend.name(),
-                        started.elapsed().as_secs_f64()
-                    );
-                    rows.push(f);
                 }
             }
             print_table(&rows);

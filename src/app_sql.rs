@@ -67,7 +67,7 @@ const STATEMENTS: &[(&str, &str, &str, &str)] = &[
     (
         "sequence_schema",
         "app_seq_schema.sql",
-        "optional, once (an expand step of your own), in this order: the messages' seq column, its fill (seq = id, so every existing watermark keeps its meaning), the sequence table started at each conversation's highest id, the indexes; then switch the application's inserts to sequence_next and map seq as the messages' position (`[messages] id = \"seq\"`). A message inserted without a seq after the fill has none: switch the inserts before it, or run the fill again before mapping seq",
+        "optional, once (an expand step of your own), in this order: the messages' seq column, its fill (seq = id, so every existing watermark keeps its meaning), the sequence table started at each conversation's highest id, the indexes; then switch the application's inserts to sequence_next and map seq as the messages' position (`[messages] id = \"seq\"`). A message inserted by code not yet switched has no seq: switch every insert right after this, and map seq only once no row has a NULL seq",
         "seed 000 §4: an auto-increment id is allocated at insert but visible at commit, so a reader's watermark can pass a message that commits later and hide it forever",
     ),
     (

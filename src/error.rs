@@ -14,8 +14,8 @@ pub const EXIT_USAGE: u8 = 2;
 /// Database or I/O failure: connection refused, lock timeout after retries, disk full.
 pub const EXIT_FAILURE: u8 = 3;
 
-/// Stopped before covering every row (`audit --run-time`, or a backfill stopped by Ctrl-C);
-/// running the command again continues from the checkpoint.
+/// Stopped before covering every row (`audit --run-time`, or an audit or a backfill stopped by
+/// Ctrl-C or SIGTERM); running the command again continues from the checkpoint.
 pub const EXIT_INCOMPLETE: u8 = 4;
 
 /// Bad input from the person running tidemark: a mapping file that does not parse, an

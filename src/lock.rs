@@ -12,7 +12,7 @@ use anyhow::{anyhow, Result};
 use sqlx::AnyConnection;
 use std::time::Duration;
 
-use crate::dialect::{runner_lock, Dialect, LockAttempt};
+use crate::dialect::{runner_lock, Dialect, LockAttempt, LockKind};
 
 /// A held runner lock; release it with [`RunnerLock::release`] (a crash releases the server
 /// locks with the session; a stale SQLite row is taken over).
@@ -21,6 +21,8 @@ pub struct RunnerLock {
     /// The lock's name on the server.
     name: String,
     dialect: Dialect,
+    /// Which kind the dialect took (decided once, at [`RunnerLock::acquire`]).
+    kind: LockKind,
 }
 
 impl RunnerLock {
@@ -35,22 +37,36 @@ impl RunnerLock {
     ) -> Result<RunnerLock> {
         let name = dialect.runner_lock_name(conn, name).await?;
         match dialect.try_runner_lock(conn, &name).await? {
-            LockAttempt::Taken => Ok(RunnerLock { name, dialect }),
+            LockAttempt::Taken(kind) => Ok(RunnerLock {
+                name,
+                dialect,
+                kind,
+            }),
             LockAttempt::Held(holder) => Err(anyhow!(
                 "another tidemark is already running on this mapping ({name}): {holder}"
             )),
         }
     }
 
-    /// Refreshes the lock row's heartbeat (SQLite, Galera; a no-op where the server ties the
-    /// lock to the session).
+    /// Which kind of lock this is: [`LockKind::Session`] (PostgreSQL advisory lock,
+    /// `GET_LOCK`) or [`LockKind::Row`] (SQLite, a Galera cluster).
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// Refreshes the lock row's heartbeat (SQLite, Galera: [`LockKind::Row`]); for a
+    /// [`LockKind::Session`] lock nothing, without a statement.
     pub async fn heartbeat(&self, conn: &mut AnyConnection) -> Result<()> {
-        self.dialect.refresh_runner_lock(conn, &self.name).await
+        self.dialect
+            .refresh_runner_lock(conn, &self.name, self.kind)
+            .await
     }
 
     /// Releases the lock.
     pub async fn release(self, conn: &mut AnyConnection) -> Result<()> {
-        self.dialect.release_runner_lock(conn, &self.name).await
+        self.dialect
+            .release_runner_lock(conn, &self.name, self.kind)
+            .await
     }
 }
 

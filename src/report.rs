@@ -53,10 +53,22 @@ impl Write for HashingWriter {
 }
 
 /// A report being written; nothing appears under the final name until [`ReportWriter::finish`].
+/// Dropped unfinished (an error anywhere in the run that writes it), it removes its temporary
+/// file: nothing half-written is left beside the destination.
 pub struct ReportWriter {
-    csv: csv::Writer<HashingWriter>,
+    /// The writer; None once [`ReportWriter::finish`] took it.
+    csv: Option<csv::Writer<HashingWriter>>,
     tmp: PathBuf,
     dest: PathBuf,
+}
+
+impl Drop for ReportWriter {
+    fn drop(&mut self) {
+        if let Some(csv) = self.csv.take() {
+            drop(csv);
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 impl ReportWriter {
@@ -93,7 +105,7 @@ impl ReportWriter {
         });
         csv.write_record(header)?;
         Ok(ReportWriter {
-            csv,
+            csv: Some(csv),
             tmp,
             dest: dest.to_path_buf(),
         })
@@ -101,7 +113,9 @@ impl ReportWriter {
 
     /// Appends one row (cells already formatted; "" for NULL).
     pub fn row(&mut self, cells: &[String]) -> Result<()> {
-        self.csv.write_record(cells).context("writing the report")?;
+        self.writer()?
+            .write_record(cells)
+            .context("writing the report")?;
         Ok(())
     }
 
@@ -121,7 +135,7 @@ impl ReportWriter {
             })?;
         for record in reader.records() {
             let record = record.context("reading the earlier part's report")?;
-            self.csv
+            self.writer()?
                 .write_record(&record)
                 .context("writing the report")?;
         }
@@ -134,12 +148,30 @@ impl ReportWriter {
         self.finish()
     }
 
+    /// The CSV writer (an error once the report was finished).
+    fn writer(&mut self) -> Result<&mut csv::Writer<HashingWriter>> {
+        self.csv.as_mut().context("the report was already finished")
+    }
+
     /// Flushes, fsyncs and renames the report into place; returns its SHA-256 (hex).
     ///
-    /// Errors (exit 3): disk full, rename across file systems refused.
-    pub fn finish(self) -> Result<String> {
+    /// Errors (exit 3): disk full, rename across file systems refused. The temporary file is
+    /// removed then (nothing half-written is left beside the destination either).
+    pub fn finish(mut self) -> Result<String> {
+        let result = self.write_out();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        result
+    }
+
+    /// [`ReportWriter::finish`] without the clean-up of the temporary file on failure (the
+    /// writer is taken, so `Drop` no longer removes it).
+    fn write_out(&mut self) -> Result<String> {
         let writer = self
             .csv
+            .take()
+            .context("the report was already finished")?
             .into_inner()
             .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
         let HashingWriter { inner, hash } = writer;
@@ -158,11 +190,9 @@ impl ReportWriter {
         Ok(hex(&hash.finalize()))
     }
 
-    /// Removes the temporary file (after a failure).
+    /// Removes the temporary file (after a failure; dropping the writer does the same).
     pub fn abandon(self) {
-        let tmp = self.tmp.clone();
         drop(self);
-        let _ = std::fs::remove_file(tmp);
     }
 }
 

@@ -13,6 +13,11 @@ pub struct Figures {
     // Which run, what it held, each phase's result line, the check against the injected drift.
     pub backend: &'static str,
     pub workload: &'static str,
+    /// 1 at N, 4 at 4N (`--growth`).
+    pub factor: u64,
+    /// The naive loops' results (`loop_secs`, `extrapolated`, …).
+    pub loop_backfill: Option<Value>,
+    pub loop_audit: Option<Value>,
     pub ref_backfill: Option<f64>,
     pub ref_audit: Option<f64>,
     pub members: u64,
@@ -42,8 +47,28 @@ pub fn count(v: &Option<Value>, key: &str) -> Option<u64> {
     v.as_ref()?.get(key)?.as_u64()
 }
 
+/// One job's row: its name, tidemark's result, the reference time, the naive loop's result,
+/// and the count its rows per second are of.
+type Job<'a> = (
+    &'a str,
+    &'a Option<Value>,
+    Option<f64>,
+    &'a Option<Value>,
+    &'a str,
+);
+
+/// A naive loop's time and whether it was extrapolated from a sample (marked `*`).
+fn loop_secs(v: &Option<Value>) -> Option<(f64, bool)> {
+    let v = v.as_ref()?;
+    Some((
+        v.get("loop_secs")?.as_f64()?,
+        v.get("extrapolated")?.as_bool().unwrap_or(false),
+    ))
+}
+
 /// One table per backend: for each workload and job, tidemark's time, the reference's, their
-/// ratio, rows per second and tidemark's peak RSS.
+/// ratio, the naive loop's time and its ratio to tidemark's, rows per second and tidemark's
+/// peak RSS; with several sizes (`--growth`), a table of time(4N) / time(N) per job.
 pub fn print_table(rows: &[Figures]) {
     let opt = |v: Option<f64>, prec: usize| match v {
         Some(x) => format!("{x:.prec$}"),
@@ -55,32 +80,62 @@ pub fn print_table(rows: &[Figures]) {
     };
     let mut backends: Vec<&str> = rows.iter().map(|f| f.backend).collect();
     backends.dedup();
-    for backend in backends {
+    let mut sampled = false;
+    for backend in &backends {
         println!();
         println!("### {backend}");
         println!();
         println!(
-            "| workload | job | tidemark s | reference s | tidemark / reference | rows/s | peak MiB | drifting | check |"
+            "| workload | job | tidemark s | reference s | tidemark / reference | loop s | loop / tidemark | rows/s | peak MiB | drifting | check |"
         );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---|");
-        for f in rows.iter().filter(|f| f.backend == backend) {
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for f in rows.iter().filter(|f| f.backend == *backend) {
             let workload = format!(
-                "{} ({} members, {} messages)",
-                f.workload, f.members, f.messages
+                "{}{} ({} members, {} messages)",
+                f.workload,
+                if f.factor > 1 {
+                    format!(" ×{}", f.factor)
+                } else {
+                    String::new()
+                },
+                f.members,
+                f.messages
             );
-            let jobs: [(&str, &Option<Value>, Option<f64>, &str); 3] = [
-                ("backfill", &f.backfill, f.ref_backfill, "members"),
-                ("audit", &f.audit, f.ref_audit, "rows_checked"),
-                ("audit --cap 99", &f.audit_cap, None, "rows_checked"),
+            let jobs: [Job; 3] = [
+                (
+                    "backfill",
+                    &f.backfill,
+                    f.ref_backfill,
+                    &f.loop_backfill,
+                    "members",
+                ),
+                (
+                    "audit",
+                    &f.audit,
+                    f.ref_audit,
+                    &f.loop_audit,
+                    "rows_checked",
+                ),
+                ("audit --cap 99", &f.audit_cap, None, &None, "rows_checked"),
             ];
-            for (job, v, reference, unit) in jobs {
+            for (job, v, reference, lp, unit) in jobs {
                 let t = secs(v);
                 let ratio = match (t, reference) {
                     (Some(t), Some(r)) if r > 0.0 => format!("{:.2}×", t / r),
                     _ => "-".to_string(),
                 };
+                let (loop_cell, loop_ratio) = match (loop_secs(lp), t) {
+                    (Some((l, extra)), Some(t)) if t > 0.0 => {
+                        sampled |= extra;
+                        (
+                            format!("{l:.2}{}", if extra { "*" } else { "" }),
+                            format!("{:.1}×", l / t),
+                        )
+                    }
+                    _ => ("-".to_string(), "-".to_string()),
+                };
                 println!(
-                    "| {workload} | {job} | {} | {} | {ratio} | {} | {} | {} | {} |",
+                    "| {workload} | {job} | {} | {} | {ratio} | {loop_cell} | {loop_ratio} | {} | {} | {} | {} |",
                     opt(t, 2),
                     opt(reference, 2),
                     rate(count(v, unit), t),
@@ -95,6 +150,40 @@ pub fn print_table(rows: &[Figures]) {
                     }
                 );
             }
+        }
+    }
+    if sampled {
+        println!();
+        println!(
+            "`*`: the naive loop would have taken over a minute: it ran on a sample of members spread over the table for about 15 s and the time is extrapolated to all of them."
+        );
+    }
+    if rows.iter().any(|f| f.factor > 1) {
+        println!();
+        println!("### growth: time(4N) / time(N)");
+        println!();
+        println!("| backend | workload | backfill | audit | audit --cap 99 | reference backfill | reference audit |");
+        println!("|---|---|---:|---:|---:|---:|---:|");
+        for small in rows.iter().filter(|f| f.factor == 1) {
+            let Some(big) = rows.iter().find(|f| {
+                f.factor == 4 && f.backend == small.backend && f.workload == small.workload
+            }) else {
+                continue;
+            };
+            let g = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if a > 0.0 => format!("{:.2}", b / a),
+                _ => "-".to_string(),
+            };
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                small.backend,
+                small.workload,
+                g(secs(&small.backfill), secs(&big.backfill)),
+                g(secs(&small.audit), secs(&big.audit)),
+                g(secs(&small.audit_cap), secs(&big.audit_cap)),
+                g(small.ref_backfill, big.ref_backfill),
+                g(small.ref_audit, big.ref_audit),
+            );
         }
     }
 }

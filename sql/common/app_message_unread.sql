@@ -7,11 +7,11 @@
 {% import "app_macros.sql" as a %}
 SELECT am.id AS message_id,
        COUNT(CASE WHEN am.is_countable = 1 AND amb.usr IS NOT NULL AND COALESCE(aw.last_read_id, 0) < am.id THEN 1 END) AS unread_by
-FROM (SELECT {{ msg.id }} AS id, {{ msg.conv }} AS conv, {{ msg.sender }} AS sender,
+FROM (SELECT this.{{ msg.id }} AS id, this.{{ msg.conv }} AS conv, this.{{ msg.sender }} AS sender,
              CASE WHEN {% if msg.countable %}({{ msg.countable }}){% else %}1 = 1{% endif %} THEN 1 ELSE 0 END AS is_countable
-      FROM {{ msg.table }}
-      WHERE {{ msg.conv }} = {{ bind.conv }}
-        AND {{ msg.id }} IN ({% for m in bind.messages %}{{ m }}{{ ", " if not loop.last }}{% endfor %})) am
+      FROM {{ a.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+      WHERE this.{{ msg.conv }} = {{ bind.conv }}
+        AND this.{{ msg.id }} IN ({% for m in bind.messages %}{{ m }}{{ ", " if not loop.last }}{% endfor %})) am
 LEFT JOIN {{ a.members(mem, ctr, int, msg) }} amb
   ON amb.conv = am.conv AND amb.is_active = 1
  AND (am.sender IS NULL OR amb.usr <> am.sender)

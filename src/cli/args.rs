@@ -12,6 +12,7 @@ use crate::mapping::Mapping;
 /// expand, backfill, audit (and later contract).
 #[derive(Debug, Parser)]
 #[command(name = "tidemark", version, about, long_about = None)]
+#[command(mut_subcommands = negative_numbers_reach_the_parser)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
@@ -63,6 +64,10 @@ pub struct ReadArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// No progress output (these commands print none: accepted so that a script can pass -q
+    /// to every command).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// Options every database command takes.
@@ -73,7 +78,7 @@ pub struct Common {
     pub database: Option<String>,
     /// Read the database URL from the first line of this file instead (keeps the password
     /// out of `ps` and the environment); not together with --database / DATABASE_URL.
-    #[arg(long, value_name = "PATH", conflicts_with = "database")]
+    #[arg(long, value_name = "PATH")]
     pub database_file: Option<PathBuf>,
     /// The mapping file.
     #[arg(long, default_value = "tidemark.toml", value_name = "FILE")]
@@ -91,10 +96,10 @@ pub struct DemoArgs {
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
     /// Members to generate (about 3 messages each).
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 20_000, value_parser = at_least::<u64>(1))]
     pub scale: u64,
     /// Generator seed: the same seed builds the same database.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = at_least::<u64>(0))]
     pub seed: u64,
     /// No progress bars.
     #[arg(long, short)]
@@ -117,7 +122,7 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub common: Common,
     /// Most members per batch (whole conversations; a batch never splits one).
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
     pub batch_size: u64,
     /// Time target per batch: the size follows the last batches' timings, up to --batch-size
     /// ("0s" keeps --batch-size fixed).
@@ -130,7 +135,7 @@ pub struct BackfillArgs {
     #[arg(long)]
     pub restart: bool,
     /// Throttle: at most this many members per second.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = rate)]
     pub max_rows_per_second: Option<f64>,
     /// Throttle: pause after every batch.
     #[arg(long, default_value = "0s", value_name = "DURATION")]
@@ -142,7 +147,7 @@ pub struct BackfillArgs {
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub lock_timeout: humantime::Duration,
     /// Retries of a batch that hit a lock wait, with exponential backoff and jitter.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = at_least::<usize>(0))]
     pub retries: usize,
     /// Leave for a later run the conversations with a message younger than this, where the
     /// watermark would be derived as "everything up to the newest message" (a position of a
@@ -179,20 +184,20 @@ pub struct AuditArgs {
     #[arg(long, default_value = "tidemark-drift.csv", value_name = "FILE")]
     pub report: PathBuf,
     /// Compare counts as "N+": counting stops at N+1 and both sides are clamped to N+1.
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(0..))]
+    #[arg(long, value_name = "N", value_parser = at_least::<i64>(0))]
     pub cap: Option<i64>,
     /// Rows per batch (counter rows, or messages for per_message).
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
     pub batch_size: u64,
     /// Tolerance: drifting rows allowed. With no tolerance option any drifting row fails;
     /// once any is given, only the limits given are checked.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least::<u64>(0))]
     pub max_drift_rows: Option<u64>,
     /// Tolerance: drifting rows / rows checked allowed (0 to 1).
     #[arg(long, value_name = "R", value_parser = parse_ratio)]
     pub max_drift_ratio: Option<f64>,
     /// Tolerance: largest |drift| allowed.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    #[arg(long, value_name = "N", value_parser = at_least::<i64>(0))]
     pub max_abs_drift: Option<i64>,
     /// Accept an audit whose scope checks no row (without it: exit 2).
     #[arg(long)]
@@ -234,6 +239,86 @@ pub struct AuditArgs {
     pub quiet: bool,
 }
 
+/// The URL from `--database` / `DATABASE_URL` or from `--database-file` (see
+/// [`Dsn::from_args`]). Not both: the error names where the other URL came from, the command
+/// line's `--database` or the `DATABASE_URL` environment variable (clap's own conflict check
+/// cannot tell them apart and named `--database` for both), exit 2.
+pub(crate) fn database_dsn(database: Option<&str>, file: Option<&std::path::Path>) -> Result<Dsn> {
+    if let (Some(_), Some(path)) = (database, file) {
+        let on_command_line = std::env::args_os().skip(1).any(|a| {
+            let a = a.to_string_lossy();
+            a == "--database" || a.starts_with("--database=")
+        });
+        let other = if on_command_line {
+            "--database"
+        } else {
+            "the DATABASE_URL environment variable (unset it, or leave out --database-file)"
+        };
+        return Err(crate::error::input_error(format!(
+            "--database-file {} cannot be used together with {other}: give the URL one way",
+            path.display()
+        )));
+    }
+    Dsn::from_args(database, file)
+}
+
+/// Gives every option that takes a value, in every subcommand, its own value parser's say on a
+/// negative number: without it clap reads `--batch-size -5` as an unknown argument `-5`
+/// ("unexpected argument '-5' found") instead of a bad value of `--batch-size`.
+fn negative_numbers_reach_the_parser(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|arg| {
+        if arg.get_action().takes_values() && !arg.is_positional() {
+            arg.allow_negative_numbers(true)
+        } else {
+            arg
+        }
+    })
+    .mut_subcommands(negative_numbers_reach_the_parser)
+}
+
+/// A value parser for a whole number of at least `min` (and at most `T`'s largest), whose error
+/// names the allowed range ("a whole number, 1 or more"); clap prints it after the option's
+/// name: `invalid value '-5' for '--batch-size <N>': …` (exit 2).
+pub(crate) fn at_least<T>(min: i128) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: TryFrom<i128> + Send + Sync + Clone + 'static,
+{
+    whole_number(min, None)
+}
+
+/// [`at_least`] with a largest value too ("a whole number from 1 to 1000").
+pub(crate) fn whole_number<T>(
+    min: i128,
+    max: Option<i128>,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: TryFrom<i128> + Send + Sync + Clone + 'static,
+{
+    move |s: &str| {
+        let wanted = match max {
+            Some(max) => format!("expected a whole number from {min} to {max}"),
+            None => format!("expected a whole number, {min} or more"),
+        };
+        match s.trim().parse::<i128>() {
+            Ok(n) if n < min => Err(format!("{n} is below {min}: {wanted}")),
+            Ok(n) if max.is_some_and(|max| n > max) => Err(format!("{n} is too large: {wanted}")),
+            Ok(n) => T::try_from(n).map_err(|_| format!("{n} is too large")),
+            Err(_) => Err(wanted),
+        }
+    }
+}
+
+/// A rate: a number, 0 or more (0 is no limit, as the backfill reads it).
+fn rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r >= 0.0 && r.is_finite() => Ok(r),
+        Ok(r) => Err(format!("{r} is below 0: expected a number, 0 or more")),
+        Err(_) => Err(format!(
+            "{s:?} is not a number: expected a number, 0 or more"
+        )),
+    }
+}
+
 fn parse_ratio(s: &str) -> Result<f64, String> {
     let r: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
     if (0.0..=1.0).contains(&r) {
@@ -246,7 +331,7 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
 impl Common {
     /// The DSN and the mapping, in that order of checks (both are bad input when wrong).
     pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
-        let dsn = Dsn::from_args(self.database.as_deref(), self.database_file.as_deref())?;
+        let dsn = database_dsn(self.database.as_deref(), self.database_file.as_deref())?;
         let mapping = Mapping::load(&self.mapping)?;
         mapping.check_predicates(dsn.dialect)?;
         Ok((dsn, mapping))

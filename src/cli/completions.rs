@@ -30,7 +30,7 @@ pub const EXIT_STATUS: &[(&str, &str)] = &[
     ("1", "audit: drift above tolerance; contract: the gate is closed; inspect: no complete mapping"),
     ("2", "bad input: usage, URL, mapping file, schema that does not match it"),
     ("3", "the database failed (connection, statement, lock wait given up)"),
-    ("4", "incomplete: stopped before covering every row (audit --run-time, a backfill stopped by a signal); run the same command again to continue"),
+    ("4", "incomplete: stopped before covering every row (audit --run-time, an audit or a backfill stopped by a signal); run the same command again (audit: with --resume) to continue"),
 ];
 
 /// Writes the completion script for `shell` to `out`.

@@ -22,7 +22,7 @@ pub struct ContractArgs {
     #[arg(long)]
     pub execute: bool,
     /// Consecutive passing audits of this mapping the gate needs.
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = super::args::at_least::<u32>(1))]
     pub min_clean_audits: u32,
     /// How old the newest of those audits may be.
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -55,10 +55,10 @@ pub struct ContractArgs {
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lock_timeout: Duration,
     /// Further attempts after a lock wait gave up, with a growing pause between them.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = super::args::at_least::<usize>(0))]
     pub lock_retries: usize,
     /// Counter rows (or messages) archived per transaction, whole conversations.
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 5000, value_parser = super::args::at_least::<u64>(1))]
     pub batch_size: u64,
     /// Output format (progress stays on stderr).
     #[arg(long, value_enum, default_value_t = super::Format::Text)]

@@ -17,7 +17,7 @@ pub struct InspectArgs {
     pub database: Option<String>,
     /// Read the database URL from the first line of this file instead (keeps the password
     /// out of `ps` and the environment); not together with --database / DATABASE_URL.
-    #[arg(long, value_name = "PATH", conflicts_with = "database")]
+    #[arg(long, value_name = "PATH")]
     pub database_file: Option<PathBuf>,
     /// Write the proposed mapping to this file instead of standard output (never over an
     /// existing file without --force).
@@ -36,7 +36,7 @@ pub struct InspectArgs {
 /// standard error), 2 when --output exists without --force or the URL is bad, 3 when the
 /// database fails.
 pub async fn run_cli(args: InspectArgs) -> Result<super::Outcome> {
-    let dsn = Dsn::from_args(args.database.as_deref(), args.database_file.as_deref())?;
+    let dsn = super::args::database_dsn(args.database.as_deref(), args.database_file.as_deref())?;
     if let Some(path) = &args.output {
         if path.exists() && !args.force {
             return Err(refuse(path));

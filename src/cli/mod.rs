@@ -37,8 +37,9 @@ pub enum Outcome {
     GateClosed,
     /// `inspect`: no complete mapping could be proposed (what is missing was named).
     MappingIncomplete,
-    /// Stopped before covering every row (`audit --run-time`, or a backfill stopped by
-    /// Ctrl-C); running the same command again continues from the checkpoint.
+    /// Stopped before covering every row (`audit --run-time`, or an audit or a backfill
+    /// stopped by Ctrl-C or SIGTERM); running the same command again (audit: `--resume`)
+    /// continues from the checkpoint.
     Incomplete,
 }
 
@@ -81,14 +82,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Backfill(args) => {
             let (dsn, mapping) = args.common.resolve()?;
             let mut conn = dsn.connect().await?;
-            let stop = Arc::new(AtomicBool::new(false));
-            let flag = stop.clone();
-            tokio::spawn(async move {
-                // Ctrl-C, and SIGTERM (systemd, kill): finish the batch, record it, stop.
-                let name = stop_signal().await;
-                eprintln!("\ntidemark: {name}: finishing the current batch, then stopping");
-                flag.store(true, Ordering::SeqCst);
-            });
+            let stop = stop_on_signal();
             let opts = backfill::BackfillOptions {
                 batch_size: args.batch_size,
                 chunk_time: args.chunk_time.into(),
@@ -157,6 +151,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 scope_description,
                 lock_timeout: args.lock_timeout.into(),
                 min_age: args.min_age.map(Into::into),
+                stop: Some(stop_on_signal()),
             };
             let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
             match args.format {
@@ -212,6 +207,19 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Done)
         }
     }
+}
+
+/// A flag set on Ctrl-C or SIGTERM (systemd, kill), for the stages that then finish the
+/// current batch, record it and stop (`backfill`, `audit`: exit 4).
+fn stop_on_signal() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        let name = stop_signal().await;
+        eprintln!("\ntidemark: {name}: finishing the current batch, then stopping");
+        flag.store(true, Ordering::SeqCst);
+    });
+    stop
 }
 
 /// Waits for Ctrl-C or SIGTERM and names which came.

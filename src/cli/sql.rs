@@ -4,7 +4,6 @@
 use anyhow::Result;
 use std::io::Write;
 
-use crate::db::Dsn;
 use crate::mapping::Mapping;
 
 /// `tidemark sql` options.
@@ -31,7 +30,7 @@ pub struct AppArgs {
     #[command(flatten)]
     pub common: super::Common,
     /// Conversations (or messages) per page in the page queries.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    #[arg(long, default_value_t = 3, value_parser = super::args::whole_number::<u64>(1, Some(1000)))]
     pub page: u64,
     /// Output format: json prints one object with a `statements` list.
     #[arg(long, value_enum, default_value_t = super::Format::Text)]
@@ -41,7 +40,10 @@ pub struct AppArgs {
 /// Runs `tidemark sql app`.
 pub fn run(args: &SqlArgs, out: &mut dyn Write) -> Result<()> {
     let SqlWhat::App(args) = &args.what;
-    let dsn = Dsn::parse(args.common.database.as_deref().unwrap_or_default())?;
+    let dsn = super::args::database_dsn(
+        args.common.database.as_deref(),
+        args.common.database_file.as_deref(),
+    )?;
     let mapping = Mapping::load(&args.common.mapping)?;
     let statements = crate::app_sql::statements(&mapping, dsn.dialect, args.page as usize)?;
     match args.format {

@@ -5,13 +5,14 @@
 //! [`check`] probes, before a stage writes anything, that the session may use each table as
 //! the stage needs: statements that touch no row (`SELECT … WHERE 1 = 0`, `INSERT … SELECT …
 //! WHERE 1 = 0`, `UPDATE … WHERE 1 = 0`), which the servers still check privileges for. SQLite
-//! has no privileges: nothing is probed there.
+//! has no privileges: nothing is probed there. The right to change the counter's table for
+//! `contract` ([`missing_ddl_right`]) is probed per engine, also without changing anything.
 
 use anyhow::{anyhow, Result};
-use sqlx::AnyConnection;
+use sqlx::{AnyConnection, Row};
 
 use crate::db::text;
-use crate::dialect::Dialect;
+use crate::dialect::{DdlProbe, Dialect};
 
 /// A privilege a stage needs on a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +74,13 @@ pub async fn grantee(conn: &mut AnyConnection, dialect: Dialect) -> Option<Strin
     Some(dialect.grantee(&user))
 }
 
+/// [`grantee`], or `<this user>` when the database cannot say.
+async fn grantee_or_placeholder(conn: &mut AnyConnection, dialect: Dialect) -> String {
+    grantee(conn, dialect)
+        .await
+        .unwrap_or_else(|| "<this user>".to_string())
+}
+
 /// The "permission denied" error for `privileges` on `table`, naming the GRANT that is
 /// missing and the database's own message (`cause`). Exit 3.
 pub async fn denied(
@@ -82,9 +90,7 @@ pub async fn denied(
     privileges: &[Privilege],
     cause: &anyhow::Error,
 ) -> anyhow::Error {
-    let who = grantee(conn, dialect)
-        .await
-        .unwrap_or_else(|| "<this user>".to_string());
+    let who = grantee_or_placeholder(conn, dialect).await;
     let list = privileges
         .iter()
         .map(|p| p.as_str())
@@ -180,12 +186,135 @@ pub async fn for_audit(conn: &mut AnyConnection, dialect: Dialect, store_rows: b
     check(conn, dialect, &needs).await
 }
 
-/// `contract`: write on the ledger, SELECT and INSERT on the archive table. (The ALTER or
-/// DROP privilege on the counter's table cannot be probed without changing it: a refused DDL
-/// is reported as [`denied`] words it when it happens.)
+/// `contract --execute`: write on the ledger, SELECT and INSERT on the archive table, and the
+/// right to change the counter's `table` (ALTER; DROP with `drop_table`), all probed before the
+/// final audit, the archive or the DDL write anything ([`missing_ddl_right`]).
+///
+/// Errors (exit 3): as [`check`]; the DDL right as [`missing_ddl_right`] words it.
+pub async fn for_contract(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    table: &str,
+    drop_table: bool,
+    lock_timeout: std::time::Duration,
+) -> Result<()> {
+    for_contract_tables(conn, dialect).await?;
+    match missing_ddl_right(conn, dialect, table, drop_table, lock_timeout).await? {
+        Some(message) => Err(anyhow!(message)),
+        None => Ok(()),
+    }
+}
+
+/// The right to change `table` (unquoted, maybe `schema.name`) that this session lacks, as a
+/// "permission denied: … missing: GRANT …" message, or None when it has it (or the engine has
+/// no privileges). Probed without changing anything, as
+/// [`crate::dialect::SqlDialect::ddl_privilege_probe`] says (PostgreSQL: membership in the
+/// owning role; MySQL/MariaDB: statements refused either way), each statement's lock wait
+/// bounded by `lock_timeout`. The contract's dry run prints the message as a note; `--execute`
+/// stops on it before writing anything (issue 13: no archive, no final audit without it).
+///
+/// Errors (exit 3): the database fails other than by refusing the privilege.
+pub async fn missing_ddl_right(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    table: &str,
+    drop_table: bool,
+    lock_timeout: std::time::Duration,
+) -> Result<Option<String>> {
+    let Some(probe) = dialect.ddl_privilege_probe(table, drop_table) else {
+        return Ok(None);
+    };
+    match probe {
+        DdlProbe::Owner { sql, binds } => {
+            let mut q = sqlx::query(&sql);
+            for b in binds {
+                q = q.bind(b);
+            }
+            let Some(row) = q.fetch_optional(&mut *conn).await? else {
+                return Ok(None);
+            };
+            let allowed: i64 = row.try_get("allowed")?;
+            if allowed == 1 {
+                return Ok(None);
+            }
+            let owner = text(&row, 1)?.unwrap_or_default();
+            let what = if drop_table { "DROP" } else { "ALTER" };
+            let who = grantee_or_placeholder(conn, dialect).await;
+            Ok(Some(format!(
+                "permission denied: this user may not {what} table {table} (only its owner {owner} may, and this user is not a member of that role); missing: GRANT {} TO {who}",
+                dialect.quote(&owner)
+            )))
+        }
+        DdlProbe::Refused(probes) => {
+            crate::lock::set_lock_timeout(conn, dialect, lock_timeout).await?;
+            for p in probes {
+                if let Some((sql, binds)) = &p.skip_if {
+                    let mut q = sqlx::query_scalar::<_, i64>(sql);
+                    for b in binds {
+                        q = q.bind(b.clone());
+                    }
+                    if q.fetch_one(&mut *conn).await? > 0 {
+                        continue;
+                    }
+                }
+                let e = match sqlx::raw_sql(&p.sql).execute(&mut *conn).await {
+                    // Accepted (then undone), or refused for another reason: the right is there.
+                    Ok(_) => {
+                        if let Some(undo) = &p.undo {
+                            sqlx::raw_sql(undo).execute(&mut *conn).await?;
+                        }
+                        continue;
+                    }
+                    Err(e) => anyhow::Error::from(e),
+                };
+                if !is_permission_denied(&e) {
+                    if crate::lock::is_lock_wait(&e) {
+                        return Err(e.context(format!(
+                            "checking the ALTER privilege on {table}: a lock wait gave up"
+                        )));
+                    }
+                    continue;
+                }
+                let why = e
+                    .chain()
+                    .find_map(|c| match c.downcast_ref::<sqlx::Error>() {
+                        Some(sqlx::Error::Database(db)) => Some(db.message().to_string()),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| e.to_string());
+                let who = grantee_or_placeholder(conn, dialect).await;
+                let (what, on) = if p.on_database {
+                    let schema = match table.split_once('.') {
+                        Some((schema, _)) => schema.to_string(),
+                        None => {
+                            let row = sqlx::query("SELECT DATABASE()")
+                                .fetch_one(&mut *conn)
+                                .await?;
+                            text(&row, 0)?.unwrap_or_default()
+                        }
+                    };
+                    (
+                        format!("in database {schema} (the DROP runs under it on {table})"),
+                        format!("{}.*", dialect.quote(&schema)),
+                    )
+                } else {
+                    (format!("table {table}"), dialect.quote(table))
+                };
+                return Ok(Some(format!(
+                    "permission denied: this user may not {} {what} ({why}); missing: GRANT {} ON {on} TO {who}",
+                    p.privileges,
+                    p.privileges,
+                )));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// `contract --execute`'s tables: write on the ledger, SELECT and INSERT on the archive table.
 ///
 /// Errors (exit 3): as [`check`].
-pub async fn for_contract(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
+async fn for_contract_tables(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
     let needs = [
         Need {
             table: crate::ledger::LEDGER_TABLE,

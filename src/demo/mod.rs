@@ -58,11 +58,22 @@ pub struct DemoOptions {
 pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
     let started = Instant::now();
     let (dsn, dir, stem) = match &opts.database {
-        Some(url) => (
-            Dsn::parse(url)?,
-            PathBuf::from("."),
-            "tidemark-demo".to_string(),
-        ),
+        Some(url) => {
+            // The files are named for the database, so demos on two databases run from one
+            // folder do not replace each other's.
+            let dsn = Dsn::parse(url)?;
+            let stem = match dsn.database_name() {
+                Some(name) if !name.is_empty() => format!(
+                    "tidemark-demo-{}",
+                    name.replace(
+                        |c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '-',
+                        "_"
+                    )
+                ),
+                _ => "tidemark-demo".to_string(),
+            };
+            (dsn, PathBuf::from("."), stem)
+        }
         None => {
             let dir = opts
                 .path
@@ -89,6 +100,9 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
     };
     let mapping_path = dir.join(format!("{stem}.toml"));
     let report_path = dir.join(format!("{stem}-report.csv"));
+    let copy_report = dir.join(format!("{stem}-copy-report.csv"));
+    let archive = dir.join(format!("{stem}-archive.csv"));
+    let final_audit = dir.join(format!("{stem}-final-audit.csv"));
     let mut conn = dsn.connect().await?;
     if !dsn.dialect.demo_database_is_file() {
         reset_server_database(&mut conn, dsn.dialect).await?;
@@ -135,6 +149,32 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
         out,
         "The mapping file that says which tables and columns mean what: {}",
         mapping_path.display()
+    )?;
+    let mut files = vec![
+        &mapping_path,
+        &report_path,
+        &copy_report,
+        &archive,
+        &final_audit,
+    ];
+    let copy_db = dir.join(format!("{stem}-copy.db"));
+    if dsn.dialect.demo_database_is_file() {
+        files.insert(0, &opts.path);
+        files.push(&copy_db);
+    }
+    writeln!(
+        out,
+        "This run writes, replacing them if a run {} left them: {}",
+        if dsn.dialect.demo_database_is_file() {
+            "with the same --path"
+        } else {
+            "on a database of the same name"
+        },
+        files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     )?;
 
     step(
@@ -214,7 +254,7 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
         &mapping,
         copy_dsn.dialect,
         &audit::AuditOptions {
-            report: dir.join(format!("{stem}-copy-report.csv")),
+            report: copy_report.clone(),
             quiet: opts.quiet,
             progress: opts.progress.clone(),
             ..Default::default()
@@ -222,11 +262,10 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
     )
     .await?;
     text::audit(out, &clean.summary)?;
-    let archive = dir.join(format!("{stem}-archive.csv"));
     let execute = contract::ContractOptions {
         execute: true,
         archive_csv: Some(archive.clone()),
-        audit_report: Some(dir.join(format!("{stem}-final-audit.csv"))),
+        audit_report: Some(final_audit.clone()),
         quiet: true,
         ..Default::default()
     };
@@ -252,15 +291,34 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
         "\nEvery injected fault was found with its class, and nothing else drifts ({:.1} s).\n\
-         Read the report: {}\nTry: tidemark audit --database {} --mapping {}",
+         Read the report: {}",
         started.elapsed().as_secs_f64(),
         report_path.display(),
-        dsn,
-        mapping_path.display()
     )?;
-    writeln!(out, "(The audit exits 1 on drift; the demo exits 0 because it found exactly the drift it injected.)")?;
-    if !dsn.dialect.demo_database_is_file() {
-        writeln!(out, "(On this server the contract dropped the counter of the demo database: run the demo again to start over.)")?;
+    if dsn.dialect.demo_database_is_file() {
+        // The contract ran on the copy: the demo's own database keeps its counter.
+        writeln!(
+            out,
+            "Try: tidemark audit --database {} --mapping {}",
+            dsn,
+            mapping_path.display()
+        )?;
+        writeln!(out, "(The audit exits 1 on drift; the demo exits 0 because it found exactly the drift it injected.)")?;
+    } else {
+        // On a server the contract ran on the demo's database itself: its counter is gone, so an
+        // audit there has nothing to compare (exit 2); status shows what the stages did.
+        writeln!(
+            out,
+            "Try: tidemark status --database {} --mapping {}",
+            dsn,
+            mapping_path.display()
+        )?;
+        writeln!(
+            out,
+            "(The contract dropped this database's counter, archived in {}: `tidemark audit` has nothing\n\
+             left to compare here. Run the demo again to start over; the SQLite demo keeps its original's counter.)",
+            archive.display()
+        )?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@
 use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 
-use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt};
+use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
 use crate::db::{now_ms, text};
 
 /// A lock row whose heartbeat is older than this is stale: its runner is taken to be gone.
@@ -29,7 +29,9 @@ const CREATE_SQL: &str = "CREATE TABLE IF NOT EXISTS tidemark_lock (\
      ) ENGINE=InnoDB";
 
 /// Whether the session's server is a Galera node with replication on (`wsrep_on = ON`; MySQL
-/// and a MariaDB without Galera have no such variable, or have it OFF).
+/// and a MariaDB without Galera have no such variable, or have it OFF). Asked when a runner
+/// lock is taken (and by `status`), not at each heartbeat: the lock remembers its
+/// [`LockKind`].
 ///
 /// Errors: the server cannot be asked.
 pub fn is_galera<'a>(conn: &'a mut AnyConnection) -> BoxFuture<'a, Result<bool>> {
@@ -125,7 +127,7 @@ fn once<'a>(conn: &'a mut AnyConnection, op: &'a Op<'a>) -> BoxFuture<'a, Result
                     .await?;
             }
         }
-        Ok(LockAttempt::Taken)
+        Ok(LockAttempt::Taken(LockKind::Row))
     })
 }
 
@@ -173,14 +175,29 @@ fn read_row<'a>(
 
 /// Tries to take the lock row `name` (see the module documentation).
 ///
-/// Errors: the table cannot be created or written (e.g. no CREATE or INSERT privilege), or
+/// Errors: the table is missing and cannot be created, or cannot be written (e.g. no CREATE
+/// or INSERT privilege), or
 /// certification conflicts go on past [`ATTEMPTS`].
 pub fn try_lock<'a>(
     conn: &'a mut AnyConnection,
     name: &'a str,
 ) -> BoxFuture<'a, Result<LockAttempt>> {
     Box::pin(async move {
-        raw(&mut *conn, CREATE_SQL).await?;
+        // Created on first use only: `CREATE TABLE IF NOT EXISTS` needs the CREATE privilege
+        // even when the table is there, which a least-privilege user has not.
+        let exists: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'tidemark_lock'",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        if exists == 0 {
+            raw(&mut *conn, CREATE_SQL).await.map_err(|e| {
+                e.context(
+                    "creating tidemark_lock, the runner lock's table on a Galera cluster (created on first use: run tidemark once as a user with CREATE on this database, then SELECT, INSERT, UPDATE, DELETE on it suffice)",
+                )
+            })?;
+        }
         let node_row = sqlx::query("SELECT CAST(@@wsrep_node_name AS CHAR(255))")
             .fetch_one(&mut *conn)
             .await?;

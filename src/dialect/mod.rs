@@ -31,7 +31,7 @@ pub mod sqlite;
 pub mod templates;
 
 pub use quote::identifiers;
-pub use runner_lock::{BoxFuture, LockAttempt};
+pub use runner_lock::{BoxFuture, LockAttempt, LockKind};
 pub use templates::{render, RangeParams};
 
 /// The engine of a target database: a handle that dereferences to its [`SqlDialect`].
@@ -71,6 +71,41 @@ impl std::ops::Deref for Dialect {
 
 /// What differs between engines. One implementation per engine, each in its own file; the
 /// methods are grouped by subject (spelling, transactions, locks, DDL, catalog).
+/// A probe of the right to change a table, as [`SqlDialect::ddl_privilege_probe`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DdlProbe {
+    /// A query answering one row, `allowed` (1 or 0) and `owner` (the owning role), or no row
+    /// when the table is not found: PostgreSQL, where only the owner (or a member of the
+    /// owning role) may ALTER or DROP a table. Run with `binds` in order.
+    Owner {
+        /// The query.
+        sql: String,
+        /// Its bind values.
+        binds: Vec<Option<String>>,
+    },
+    /// Statements that the server refuses for want of `privileges` (a permission error) and
+    /// otherwise refuses for another reason, so that they change nothing either way:
+    /// MySQL/MariaDB, which check privileges before anything else.
+    Refused(Vec<RefusedProbe>),
+}
+
+/// One statement of [`DdlProbe::Refused`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedProbe {
+    /// What the statement needs, as a GRANT names it (`ALTER`, `ALTER, DROP`).
+    pub privileges: &'static str,
+    /// The statement.
+    pub sql: String,
+    /// A query answering one integer, above 0 when the statement must not run (it could
+    /// change something there), with its bind values; the probe is then skipped.
+    pub skip_if: Option<(String, Vec<Option<String>>)>,
+    /// What undoes the statement when the server accepts it (`UNLOCK TABLES`).
+    pub undo: Option<String>,
+    /// The privilege is granted on a whole database (`LOCK TABLES`): the GRANT names
+    /// `` `database`.* `` (the table's schema, or the session's database) instead of the table.
+    pub on_database: bool,
+}
+
 pub trait SqlDialect: Sync + std::fmt::Debug {
     /// The folder under `sql/` and `migrations/`: `postgres`, `mysql` or `sqlite`.
     fn name(&self) -> &'static str;
@@ -135,7 +170,8 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     }
 
     /// Tries once, without waiting, to take the runner lock `name` (as
-    /// [`SqlDialect::runner_lock_name`] returned it) for this session.
+    /// [`SqlDialect::runner_lock_name`] returned it) for this session; a lock taken says its
+    /// [`LockKind`], which the heartbeat and the release are then given.
     ///
     /// Errors (exit 3): the database fails (not: the lock is held, that is
     /// [`LockAttempt::Held`]).
@@ -145,25 +181,27 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
         name: &'a str,
     ) -> BoxFuture<'a, Result<LockAttempt>>;
 
-    /// Tells the other runners that the holder of `name` is alive (a lock row's heartbeat);
-    /// nothing where the server ties the lock to the session.
+    /// Tells the other runners that the holder of `name` (a lock of `kind`) is alive: a lock
+    /// row's heartbeat; nothing, and no statement, for a [`LockKind::Session`] lock.
     ///
     /// Errors (exit 3): the database fails.
     fn refresh_runner_lock<'a>(
         &'a self,
         _conn: &'a mut AnyConnection,
         _name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Ok(()) })
     }
 
-    /// Releases the runner lock `name` this session holds.
+    /// Releases the runner lock `name` (of `kind`) this session holds.
     ///
     /// Errors (exit 3): the database fails.
     fn release_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        kind: LockKind,
     ) -> BoxFuture<'a, Result<()>>;
 
     /// Whether some runner holds the lock `name` now (for `status`); takes nothing.
@@ -226,6 +264,14 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// statement.
     fn grantee(&self, user: &str) -> String {
         user.to_string()
+    }
+
+    /// How `contract` probes, before it writes anything, the right to change `table`
+    /// (unquoted, maybe `schema.name`): ALTER, and with `drop_table` also DROP, without
+    /// changing it ([`crate::db::privileges::missing_ddl_right`]). None where the engine has
+    /// no privileges (SQLite).
+    fn ddl_privilege_probe(&self, _table: &str, _drop_table: bool) -> Option<DdlProbe> {
+        None
     }
     // ---- end transactions, locks and catalog ----
 
@@ -327,6 +373,22 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// `split_materialized=off`, so the lowest threshold per conversation is computed once, not
     /// as a LATERAL DERIVED table per message. Empty where the engine needs nothing.
     fn audit_session(&self) -> &'static [&'static str];
+
+    /// The statements that open a backfill batch's write transaction (issue 11: the plan,
+    /// the forward-only write and the tally, with the checkpoint). PostgreSQL: `BEGIN` at
+    /// READ COMMITTED (the batch is one statement, which sees one snapshot; ON CONFLICT then
+    /// updates a row the application wrote meanwhile rather than failing). MySQL/MariaDB:
+    /// READ COMMITTED, so that InnoDB reads the sources of `CREATE … SELECT` as a consistent
+    /// snapshot without the shared next-key locks REPEATABLE READ takes on every row read.
+    /// SQLite: `BEGIN IMMEDIATE` (the write lock from the start).
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str];
+
+    /// Where a backfill batch's plan lives between its write and its tally: None when the
+    /// engine writes and tallies in one statement (`sql/<dialect>/backfill_write.sql`, a
+    /// data-modifying CTE: PostgreSQL); else the statement that drops the temporary table
+    /// `tm_plan` that `backfill_write.sql` creates (run before it, for a batch that failed
+    /// half-way, and after the commit).
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str>;
     // ---- end stage SQL spellings ----
 
     // ---- demo and generator ----

@@ -5,7 +5,7 @@ use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
-use super::runner_lock::{advisory_key, BoxFuture, LockAttempt};
+use super::runner_lock::{advisory_key, BoxFuture, LockAttempt, LockKind};
 use super::{galera, SqlDialect};
 use crate::db::text;
 
@@ -91,8 +91,10 @@ impl SqlDialect for Mysql {
         })
     }
 
-    /// A named lock (`GET_LOCK` with no wait); the holder is named from the process list. On
-    /// a Galera node, where `GET_LOCK` is per node, a lock row ([`super::galera`]).
+    /// A named lock (`GET_LOCK` with no wait, [`LockKind::Session`]); the holder is named from
+    /// the process list. On a Galera node, where `GET_LOCK` is per node, a lock row
+    /// ([`super::galera`], [`LockKind::Row`]). The only runner-lock call that asks the server
+    /// whether it is a Galera node.
     fn try_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
@@ -107,7 +109,7 @@ impl SqlDialect for Mysql {
                 .fetch_one(&mut *conn)
                 .await?;
             if got == Some(1) {
-                return Ok(LockAttempt::Taken);
+                return Ok(LockAttempt::Taken(LockKind::Session));
             }
             let holder = sqlx::query(
                 "SELECT CAST(p.ID AS SIGNED), CAST(p.HOST AS CHAR(255)), CAST(p.TIME AS SIGNED) \
@@ -131,28 +133,31 @@ impl SqlDialect for Mysql {
         })
     }
 
-    /// The lock row's heartbeat on a Galera node; nothing elsewhere (`GET_LOCK` lives with
-    /// the session).
+    /// The lock row's heartbeat on a Galera node ([`LockKind::Row`]); nothing, and no
+    /// statement, for `GET_LOCK` ([`LockKind::Session`]: it lives with the session).
     fn refresh_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            if galera::is_galera(conn).await? {
+            if kind == LockKind::Row {
                 galera::refresh(conn, name).await?;
             }
             Ok(())
         })
     }
 
+    /// `RELEASE_LOCK` ([`LockKind::Session`]), or the lock row deleted ([`LockKind::Row`]).
     fn release_runner_lock<'a>(
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            if galera::is_galera(conn).await? {
+            if kind == LockKind::Row {
                 return galera::release(conn, name).await;
             }
             sqlx::query("SELECT RELEASE_LOCK(?)")
@@ -262,6 +267,49 @@ impl SqlDialect for Mysql {
             None => format!("'{user}'"),
         }
     }
+
+    /// `ALTER TABLE t FORCE, ALGORITHM=INSTANT`: refused for want of ALTER (1142), else
+    /// refused because a rebuild is never instant (1845). `LOCK TABLES` (the contract's DDL
+    /// runs under `LOCK TABLES … WRITE`, a database-wide privilege): a READ lock on tidemark's
+    /// own archive table, released at once (the counter's table is never locked by the
+    /// probe). With `drop_table`, `ALTER TABLE t DROP PARTITION tidemark_privilege_probe`
+    /// (needs ALTER and DROP; refused as 1505 on a table without partitions), skipped if a
+    /// partition of that name exists.
+    fn ddl_privilege_probe(&self, table: &str, drop_table: bool) -> Option<super::DdlProbe> {
+        let t = <dyn SqlDialect>::quote(self, table);
+        let mut probes = vec![
+            super::RefusedProbe {
+                privileges: "ALTER",
+                sql: format!("ALTER TABLE {t} FORCE, ALGORITHM=INSTANT"),
+                skip_if: None,
+                undo: None,
+                on_database: false,
+            },
+            super::RefusedProbe {
+                privileges: "LOCK TABLES",
+                sql: format!("LOCK TABLES {} READ", crate::ledger::ARCHIVE_TABLE),
+                skip_if: None,
+                undo: Some("UNLOCK TABLES".to_string()),
+                on_database: true,
+            },
+        ];
+        if drop_table {
+            probes.push(super::RefusedProbe {
+                privileges: "ALTER, DROP",
+                sql: format!("ALTER TABLE {t} DROP PARTITION tidemark_privilege_probe"),
+                skip_if: Some((
+                    "SELECT COUNT(*) FROM information_schema.PARTITIONS \
+                     WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                     AND PARTITION_NAME = 'tidemark_privilege_probe'"
+                        .to_string(),
+                    self.catalog_table_binds(table),
+                )),
+                undo: None,
+                on_database: false,
+            });
+        }
+        Some(super::DdlProbe::Refused(probes))
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----
@@ -360,6 +408,17 @@ impl SqlDialect for Mysql {
         // MariaDB (>= 10.3, in an executable comment MySQL skips) may otherwise compute the
         // per-conversation lowest threshold as a LATERAL DERIVED table once per message.
         &["SET @tidemark_audit = 1 /*M!100300 , SESSION optimizer_switch = 'split_materialized=off' */"]
+    }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &[
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "START TRANSACTION",
+        ]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        Some("DROP TEMPORARY TABLE IF EXISTS tm_plan")
     }
     // ---- end stage SQL spellings ----
 

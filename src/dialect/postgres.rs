@@ -4,7 +4,7 @@ use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
-use super::runner_lock::{advisory_key, BoxFuture, LockAttempt};
+use super::runner_lock::{advisory_key, BoxFuture, LockAttempt, LockKind};
 use super::SqlDialect;
 use crate::db::text;
 
@@ -111,7 +111,7 @@ impl SqlDialect for Postgres {
             // `Executor::execute` with plain text, as `raw_sql` would run it: `raw_sql` inside
             // this boxed `Send` future trips the "Executor is not general enough" limitation.
             sqlx::Executor::execute(&mut *conn, "SET application_name = 'tidemark'").await?;
-            Ok(LockAttempt::Taken)
+            Ok(LockAttempt::Taken(LockKind::Session))
         })
     }
 
@@ -119,6 +119,7 @@ impl SqlDialect for Postgres {
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             sqlx::query("SELECT pg_advisory_unlock($1)")
@@ -209,6 +210,19 @@ impl SqlDialect for Postgres {
     fn grantee(&self, user: &str) -> String {
         <dyn SqlDialect>::quote(self, user)
     }
+
+    /// PostgreSQL has no ALTER privilege: ALTER TABLE and DROP TABLE need the owner's rights
+    /// (`pg_has_role(…, 'USAGE')`: the owner, a member inheriting from the owning role, or a
+    /// superuser).
+    fn ddl_privilege_probe(&self, table: &str, _drop_table: bool) -> Option<super::DdlProbe> {
+        Some(super::DdlProbe::Owner {
+            sql: "SELECT CAST(CASE WHEN pg_has_role(current_user, c.relowner, 'USAGE') THEN 1 ELSE 0 END AS BIGINT) AS allowed, \
+                  CAST(pg_get_userbyid(c.relowner) AS TEXT) AS owner \
+                  FROM pg_class c WHERE c.oid = to_regclass($1)"
+                .to_string(),
+            binds: self.catalog_table_binds(table),
+        })
+    }
     // ---- end transactions, locks and catalog ----
 
     // ---- ledger, gate and contract ----
@@ -265,6 +279,14 @@ impl SqlDialect for Postgres {
 
     fn audit_session(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &["BEGIN"]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        None
     }
     // ---- end stage SQL spellings ----
 

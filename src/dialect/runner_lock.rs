@@ -10,11 +10,25 @@
 /// return it.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// Which kind of runner lock a session took: what keeping it alive and releasing it take.
+/// Decided once, when the lock is taken ([`super::SqlDialect::try_runner_lock`]), and kept by
+/// [`crate::lock::RunnerLock`], so that the per-batch heartbeat asks the server nothing it
+/// already answered (a MySQL-dialect server is asked `wsrep_on` once, not once per batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// A lock the server ties to the session (`pg_try_advisory_lock`, `GET_LOCK`): it lives
+    /// as long as the connection; no heartbeat; released by the server's unlock call.
+    Session,
+    /// A row in `tidemark_lock` (SQLite; a MariaDB Galera cluster, where `GET_LOCK` is per
+    /// node): kept alive by a heartbeat, released by deleting the row.
+    Row,
+}
+
 /// The answer of one attempt to take a runner lock without waiting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockAttempt {
-    /// This session holds the lock now.
-    Taken,
+    /// This session holds the lock now, of this kind.
+    Taken(LockKind),
     /// Another runner holds it: who, as the engine can tell (e.g. `held by server process 42
     /// from local (tidemark), connected since …`, or `process 42 on host, last seen 3 s ago`).
     /// [`crate::lock::RunnerLock::acquire`] puts it after the lock's name in its error.

@@ -4,7 +4,7 @@ use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
-use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt};
+use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
 use super::SqlDialect;
 use crate::db::{now_ms, text};
 
@@ -110,7 +110,7 @@ impl SqlDialect for Sqlite {
             .bind(now)
             .execute(&mut *conn)
             .await?;
-            Ok(LockAttempt::Taken)
+            Ok(LockAttempt::Taken(LockKind::Row))
         })
     }
 
@@ -118,6 +118,7 @@ impl SqlDialect for Sqlite {
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             sqlx::query("UPDATE tidemark_lock SET heartbeat_ms = ? WHERE name = ?")
@@ -133,6 +134,7 @@ impl SqlDialect for Sqlite {
         &'a self,
         conn: &'a mut AnyConnection,
         name: &'a str,
+        _kind: LockKind,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             sqlx::query("DELETE FROM tidemark_lock WHERE name = ? AND pid = ?")
@@ -287,6 +289,14 @@ impl SqlDialect for Sqlite {
 
     fn audit_session(&self) -> &'static [&'static str] {
         &["PRAGMA temp_store = MEMORY"]
+    }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &["BEGIN IMMEDIATE"]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        Some("DROP TABLE IF EXISTS temp.tm_plan")
     }
     // ---- end stage SQL spellings ----
 

@@ -40,8 +40,28 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/batch_bounds.sql"),
     ),
     (
-        "backfill_evidence.sql",
-        include_str!("../../sql/common/backfill_evidence.sql"),
+        "evidence.sql",
+        include_str!("../../sql/common/evidence.sql"),
+    ),
+    (
+        "backfill_plan.sql",
+        include_str!("../../sql/common/backfill_plan.sql"),
+    ),
+    (
+        "backfill_tally.sql",
+        include_str!("../../sql/common/backfill_tally.sql"),
+    ),
+    (
+        "postgres/backfill_write.sql",
+        include_str!("../../sql/postgres/backfill_write.sql"),
+    ),
+    (
+        "mysql/backfill_write.sql",
+        include_str!("../../sql/mysql/backfill_write.sql"),
+    ),
+    (
+        "sqlite/backfill_write.sql",
+        include_str!("../../sql/sqlite/backfill_write.sql"),
     ),
     (
         "backfill_counter_rank.sql",

@@ -264,6 +264,9 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         p => (1..=6).map(|n| dialect.placeholder(n)).collect::<Vec<_>>(),
                         param => dialect.placeholder(1),
                         side => side,
+                        // The backfill: the evidence policy, the plan's source.
+                        policy => if side == "source" { "first" } else { "highest" },
+                        source => "tm_plan",
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
                         key_subject => dialect.quote("user_id"),

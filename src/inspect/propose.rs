@@ -59,6 +59,8 @@ pub struct MessagesCandidate {
     pub created_at: Option<String>,
     /// Predicate parts for deleted / system rows, with the column they read.
     pub countable: Vec<String>,
+    /// Whether it is a view (the comments say so: its indexes are its tables').
+    pub is_view: bool,
     rank: (bool, usize),
 }
 
@@ -158,6 +160,125 @@ fn col(dialect: Dialect, name: &str) -> String {
     }
 }
 
+/// A table name as a statement writes it: each part quoted when it has capitals.
+fn table_ref(dialect: Dialect, name: &str) -> String {
+    name.split('.')
+        .map(|part| col(dialect, part))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A message named by a key other than its position, and the view that looks the position up.
+#[derive(Debug, Clone)]
+struct Lookup {
+    /// The messages table's key column the reference matches.
+    key: String,
+    /// The view's name: the referring table's, with `_positions`.
+    view: String,
+    /// The `CREATE VIEW` statement.
+    statement: String,
+}
+
+/// When `column` of table `t` names a message by a key other than its position (a text
+/// `event_id`, `last_read_event_id`, `message_uuid`…) and a messages candidate has that key
+/// column (the name itself, or without its `last_read_`-like prefix), the view that looks the
+/// position up in it: the member's user and conversation, and the message's position named
+/// `alias` (the chosen messages table's position). Tables are tried before views (a view may
+/// keep only some events, and a read of another event is still a read position). The join also
+/// matches the conversation, so a key reused across conversations cannot cross.
+fn lookup_view(
+    dialect: Dialect,
+    catalog: &Catalog,
+    t: &Table,
+    (user, conv): (&str, &str),
+    column: &Column,
+    candidates: &[MessagesCandidate],
+    alias: &str,
+) -> Option<(Lookup, String)> {
+    let mut ordered: Vec<&MessagesCandidate> = candidates.iter().collect();
+    ordered.sort_by_key(|m| m.is_view);
+    ordered.into_iter().find_map(|m| {
+        lookup_in(dialect, catalog, t, (user, conv), column, m, alias).map(|l| (l, m.table.clone()))
+    })
+}
+
+/// [`lookup_view`] in one messages candidate `m`.
+fn lookup_in(
+    dialect: Dialect,
+    catalog: &Catalog,
+    t: &Table,
+    (user, conv): (&str, &str),
+    column: &Column,
+    m: &MessagesCandidate,
+    alias: &str,
+) -> Option<Lookup> {
+    let messages = catalog.tables.iter().find(|x| x.name == m.table)?;
+    let name = lower(&column.name);
+    let mut keys = vec![name.clone()];
+    for prefix in [
+        "last_read_",
+        "last_seen_",
+        "last_viewed_",
+        "read_up_to_",
+        "last_receipt_",
+    ] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            keys.push(rest.to_string());
+        }
+    }
+    let key = keys.iter().find_map(|k| {
+        messages.column(k).filter(|c| {
+            [&m.position, &m.conversation, &m.sender]
+                .iter()
+                .all(|taken| !c.name.eq_ignore_ascii_case(taken))
+        })
+    })?;
+    let view = format!("{}_positions", t.bare);
+    let statement = format!(
+        "CREATE VIEW {view} AS SELECT r.{u} AS {u}, r.{c} AS {c}, m.{pos} AS {alias} FROM {t} r \
+         JOIN {mt} m ON m.{key} = r.{col} AND m.{mconv} = r.{c}",
+        u = col(dialect, user),
+        c = col(dialect, conv),
+        pos = col(dialect, &m.position),
+        alias = col(dialect, alias),
+        t = table_ref(dialect, &t.name),
+        mt = table_ref(dialect, &m.table),
+        key = col(dialect, &key.name),
+        col = col(dialect, &column.name),
+        mconv = col(dialect, &m.conversation),
+    );
+    Some(Lookup {
+        key: key.name.clone(),
+        view,
+        statement,
+    })
+}
+
+/// The note for a column that may name a message by another key: the lookup view to map
+/// (see [`lookup_view`]), or `general` when the messages table has no such key.
+fn lookup_note(
+    dialect: Dialect,
+    catalog: &Catalog,
+    t: &Table,
+    key: (&str, &str),
+    column: &Column,
+    candidates: &[MessagesCandidate],
+    general: String,
+) -> String {
+    let Some(alias) = candidates.first().map(|m| m.position.clone()) else {
+        return general;
+    };
+    let Some((l, table)) = lookup_view(dialect, catalog, t, key, column, candidates, &alias) else {
+        return general;
+    };
+    format!(
+        "{}.{} ({}) names a message by {}.{}, not by its position: map a view that looks the \
+         position up, `{}`, then an [[evidence]] kind = \"position\" with table = \"{}\", \
+         column = \"{}\"",
+        t.name, column.name, column.declared, table, l.key, l.statement, l.view, alias
+    )
+}
+
 /// A predicate that is true for a row to count, from a flag or time column.
 fn not_countable_predicate(dialect: Dialect, column: &Column) -> Option<String> {
     let name = col(dialect, &column.name);
@@ -215,6 +336,7 @@ fn messages_candidates(catalog: &Catalog, dialect: Dialect) -> Vec<MessagesCandi
             position_integer: position.class == TypeClass::Integer,
             created_at: pick(t, CREATED).map(|(_, c)| c.name.clone()),
             countable,
+            is_view: t.is_view,
             rank: (position.class != TypeClass::Integer, name_rank),
         });
     }
@@ -424,6 +546,13 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
 
     // Evidence: receipts tables, then last-read positions, then last-read times.
     let created = p.messages.as_ref().and_then(|m| m.created_at.clone());
+    // The messages candidates, the chosen one first (a lookup's view names its position).
+    let messages: Vec<MessagesCandidate> = p
+        .messages
+        .iter()
+        .chain(&p.messages_alternatives)
+        .cloned()
+        .collect();
     let (mut receipts, mut positions, mut times) = (Vec::new(), Vec::new(), Vec::new());
     for t in &catalog.tables {
         let (Some((_, u)), Some((_, c))) = (pick(t, USER), pick(t, CONVERSATION)) else {
@@ -441,7 +570,11 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
             )
         };
         if is_receipts(t) {
-            p.receipts_tables.push(t.name.clone());
+            p.receipts_tables.push(if t.is_view {
+                format!("{} (view)", t.name)
+            } else {
+                t.name.clone()
+            });
             let kinds: Vec<&str> = ["receipt_type", "type", "kind", "thread_id"]
                 .into_iter()
                 .filter(|n| t.column(n).is_some())
@@ -467,11 +600,38 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
                         t.name, col.name
                     ),
                 }),
-                None => p.evidence_notes.push(format!(
-                    "receipts table {} has no integer read position; if it names a message by \
-                     another key (event_id…), map a view that resolves it to the position",
-                    t.name
-                )),
+                None => {
+                    let general = format!(
+                        "receipts table {} has no integer read position; if it names a message \
+                         by another key (event_id…), map a view that resolves it to the position",
+                        t.name
+                    );
+                    // The first column that names a message by a key the messages table has.
+                    let note = t
+                        .columns
+                        .iter()
+                        .filter(|x| {
+                            let n = lower(&x.name);
+                            x.class != TypeClass::Integer
+                                && x.name != u.name
+                                && x.name != c.name
+                                && ["event", "message", "msg"].iter().any(|w| n.contains(w))
+                        })
+                        .map(|x| {
+                            lookup_note(
+                                dialect,
+                                catalog,
+                                t,
+                                (&u.name, &c.name),
+                                x,
+                                &messages,
+                                String::new(),
+                            )
+                        })
+                        .find(|n| !n.is_empty())
+                        .unwrap_or(general);
+                    p.evidence_notes.push(note);
+                }
             }
             continue;
         }
@@ -514,9 +674,18 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
                     why: format!("{}.{} is a last-read position", t.name, col.name),
                 });
             } else {
-                p.evidence_notes.push(format!(
+                let general = format!(
                     "{}.{} ({}) looks like read evidence but is neither an integer nor a time",
                     t.name, col.name, col.declared
+                );
+                p.evidence_notes.push(lookup_note(
+                    dialect,
+                    catalog,
+                    t,
+                    (&u.name, &c.name),
+                    col,
+                    &messages,
+                    general,
                 ));
             }
         }
@@ -524,6 +693,24 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
     p.evidence.extend(receipts);
     p.evidence.extend(positions);
     p.evidence.extend(times);
+    // A view already chosen as evidence may be such a lookup: say so beside the proposed ones.
+    let views: Vec<String> = p
+        .evidence
+        .iter()
+        .filter_map(|e| e.source.as_ref().map(|s| s.0.clone()))
+        .filter(|name| catalog.tables.iter().any(|t| &t.name == name && t.is_view))
+        .collect();
+    if !views.is_empty()
+        && p.evidence_notes
+            .iter()
+            .any(|n| n.contains("looks the position up"))
+    {
+        p.evidence_notes.push(format!(
+            "the view {} (used as evidence above) may already be such a lookup: check it before \
+             creating another",
+            views.join(", ")
+        ));
+    }
     match p.counter.as_ref().map(|c| c.shape) {
         Some(Shape::PerMember) => p.evidence.push(EvidenceChoice {
             kind: EvidenceKind::Counter,

@@ -50,16 +50,41 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
     let _ = writeln!(w, "\n[messages]");
     match &p.messages {
         Some(m) => {
+            let view = |m: &super::propose::MessagesCandidate| if m.is_view { "view " } else { "" };
             let _ = writeln!(
                 w,
-                "# chosen: {} (conversation {}, sender {}, position {} {})",
-                m.table, m.conversation, m.sender, m.position, m.position_declared
+                "# chosen: {}{} (conversation {}, sender {}, position {} {})",
+                view(m),
+                m.table,
+                m.conversation,
+                m.sender,
+                m.position,
+                m.position_declared
             );
             for alt in &p.messages_alternatives {
                 let _ = writeln!(
                     w,
-                    "# alternative: {} (conversation {}, sender {}, position {} {})",
-                    alt.table, alt.conversation, alt.sender, alt.position, alt.position_declared
+                    "# alternative: {}{} (conversation {}, sender {}, position {} {})",
+                    view(alt),
+                    alt.table,
+                    alt.conversation,
+                    alt.sender,
+                    alt.position,
+                    alt.position_declared
+                );
+            }
+            if m.is_view && p.messages_alternatives.iter().any(|a| !a.is_view) {
+                let _ = writeln!(
+                    w,
+                    "# a view is chosen by its name over the tables above: keep it when it keeps \
+                     only what counts as a message (no state or system events), else map the \
+                     table and say what counts in `countable`"
+                );
+            } else if !m.is_view && p.messages_alternatives.iter().any(|a| a.is_view) {
+                let _ = writeln!(
+                    w,
+                    "# the table is chosen by its name over the views above: if one of them keeps \
+                     only what counts as a message, map it instead"
                 );
             }
             let _ = writeln!(w, "table = {}", s(&m.table));

@@ -157,3 +157,64 @@ fn a_text_position_is_missing_an_integer_and_a_text_counter_still_proposed() {
     assert!(!counter.integer);
     assert_eq!(counter.column, "unread");
 }
+
+#[test]
+fn receipts_by_event_id_get_the_lookup_view() {
+    let events = table(
+        "Events",
+        &[
+            ("event_id", "text"),
+            ("room_id", "text"),
+            ("sender", "text"),
+            ("stream_ordering", "bigint"),
+        ],
+        &[("pk", true, &["event_id"])],
+    );
+    let receipts = table(
+        "receipts",
+        &[
+            ("room_id", "text"),
+            ("user_id", "text"),
+            ("event_id", "text"),
+        ],
+        &[],
+    );
+    let counts = table(
+        "unread_counts",
+        &[
+            ("user_id", "text"),
+            ("room_id", "text"),
+            ("unread_count", "integer"),
+        ],
+        &[("pk", true, &["user_id", "room_id"])],
+    );
+    let c = catalog(vec![events, receipts.clone(), counts.clone()]);
+    let p = propose(&c, &Facts::default(), Dialect::Postgres);
+    let want = "`CREATE VIEW receipts_positions AS SELECT r.user_id AS user_id, r.room_id AS \
+                room_id, m.stream_ordering AS stream_ordering FROM receipts r JOIN \"Events\" m ON \
+                m.event_id = r.event_id AND m.room_id = r.room_id`";
+    assert!(
+        p.evidence_notes.iter().any(|n| n.contains(want)),
+        "{:#?}",
+        p.evidence_notes
+    );
+    // Without the key column on the messages table: the general advice, no statement.
+    let bare = table(
+        "Events",
+        &[
+            ("room_id", "text"),
+            ("sender", "text"),
+            ("stream_ordering", "bigint"),
+        ],
+        &[],
+    );
+    let p = propose(
+        &catalog(vec![bare, receipts, counts]),
+        &Facts::default(),
+        Dialect::Postgres,
+    );
+    assert!(p
+        .evidence_notes
+        .iter()
+        .any(|n| n.contains("has no integer read position") && !n.contains("CREATE VIEW")));
+}

@@ -40,15 +40,31 @@ pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> 
 /// Writes a backfill summary.
 pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Result<()> {
     let verb = if dry_run { "would write" } else { "wrote" };
-    writeln!(w,
-        "backfill: {} members in {} batches; {verb} {} watermarks ({} new, {} advanced, {} already at or past the evidence)",
+    // Only rows that change count as written: an existing watermark already at or past the
+    // evidence is left as it was (forward-only) and reported apart.
+    let unchanged = if s.unchanged > 0 {
+        format!(
+            "; {} already at or past the evidence, left as they were",
+            s.unchanged
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        w,
+        "backfill: {} members in {} batches; {verb} {} watermarks ({} new, {} advanced){unchanged}",
         s.members,
         s.batches,
-        s.written + s.advanced + s.unchanged,
+        s.written + s.advanced,
         s.written,
         s.advanced,
-        s.unchanged
     )?;
+    if let (Some(batches), Some(after)) = (s.resumed_after_batches, &s.resumed_after) {
+        writeln!(
+            w,
+            "  resumed from the checkpoint after {after} (an unfinished run: {batches} batches were done before; the counts include them)"
+        )?;
+    }
     for (source, n) in &s.by_source {
         writeln!(w, "  from {source:<12} {n}")?;
     }

@@ -961,3 +961,177 @@ async fn plan_prints_every_stage_and_writes_nothing() {
     }
     assert_eq!(count().await, before, "plan writes nothing");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Small items from a newcomer's trial (issue 10)
+
+/// `DATABASE_URL` in the environment with `--database-file`: refused (exit 2) naming
+/// DATABASE_URL, where clap's conflict check named `--database` (not on the command line at
+/// all); with `--database` on the command line the message names `--database`. The file alone
+/// (and `sql app`, which reads only the dialect) works.
+#[tokio::test]
+async fn database_file_conflict_names_where_the_other_url_came_from() {
+    let dir = tempdir();
+    let url = sqlite_scenario_db(dir.path(), "f.db", Some(CLEAN_SCENARIO)).await;
+    std::fs::write(dir.path().join("url.txt"), format!("{url}\n")).unwrap();
+    let file_args = ["--database-file", "url.txt"];
+    for command in [&["status"][..], &["sql", "app"], &["inspect"]] {
+        let mut args: Vec<&str> = command.to_vec();
+        args.extend(file_args);
+        let env = tidemark_env(dir.path(), &args, &[("DATABASE_URL", &url)]);
+        env.expect_code(2);
+        assert!(
+            env.stderr.contains("DATABASE_URL"),
+            "{args:?}: {}",
+            env.stderr
+        );
+        assert!(!env.stderr.contains("'--database <URL>'"), "{}", env.stderr);
+        let mut both = args.clone();
+        both.extend(["--database", &url]);
+        let flag = tidemark(dir.path(), &both);
+        flag.expect_code(2);
+        assert!(flag.stderr.contains("--database"), "{}", flag.stderr);
+        assert!(!flag.stderr.contains("DATABASE_URL"), "{}", flag.stderr);
+    }
+    tidemark(dir.path(), &["status", "--database-file", "url.txt"]).expect_code(0);
+    let sql = tidemark(dir.path(), &["sql", "app", "--database-file", "url.txt"]);
+    sql.expect_code(0);
+    assert!(sql.stdout.contains("sqlite dialect"), "{}", sql.stdout);
+}
+
+/// A negative (or zero where 1 is the least) number for a numeric option: exit 2 with a message
+/// naming the option and the allowed range, not clap's "unexpected argument '-1'".
+#[test]
+fn negative_numbers_name_the_option_and_range() {
+    let dir = tempdir();
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["audit", "--cap", "-1"], "--cap", "0 or more"),
+        (
+            &["audit", "--batch-size", "-5"],
+            "--batch-size",
+            "1 or more",
+        ),
+        (&["audit", "--batch-size", "0"], "--batch-size", "1 or more"),
+        (
+            &["audit", "--max-drift-rows", "-2"],
+            "--max-drift-rows",
+            "0 or more",
+        ),
+        (
+            &["audit", "--max-abs-drift", "-2"],
+            "--max-abs-drift",
+            "0 or more",
+        ),
+        (
+            &["backfill", "--batch-size", "-5"],
+            "--batch-size",
+            "1 or more",
+        ),
+        (&["backfill", "--retries", "-1"], "--retries", "0 or more"),
+        (
+            &["backfill", "--max-rows-per-second", "-3"],
+            "--max-rows-per-second",
+            "0 or more",
+        ),
+        (
+            &["contract", "--batch-size", "-1"],
+            "--batch-size",
+            "1 or more",
+        ),
+        (
+            &["contract", "--lock-retries", "-1"],
+            "--lock-retries",
+            "0 or more",
+        ),
+        (
+            &["contract", "--min-clean-audits", "-1"],
+            "--min-clean-audits",
+            "1 or more",
+        ),
+        (&["demo", "--scale", "-3"], "--scale", "1 or more"),
+        (&["sql", "app", "--page", "-1"], "--page", "from 1 to 1000"),
+        (
+            &["sql", "app", "--page", "1001"],
+            "--page",
+            "from 1 to 1000",
+        ),
+    ];
+    for (args, option, range) in cases {
+        let run = tidemark(dir.path(), args);
+        assert_eq!(run.code, Some(2), "tidemark {args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!("'{option} <")) && run.stderr.contains(range),
+            "tidemark {args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains("unexpected argument"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+/// `status` (and `plan`) take `-q` / `--quiet` like the other commands.
+#[tokio::test]
+async fn status_takes_quiet() {
+    let dir = tempdir();
+    let url = sqlite_scenario_db(dir.path(), "q.db", Some(CLEAN_SCENARIO)).await;
+    for flag in ["-q", "--quiet"] {
+        let run = tidemark(dir.path(), &["status", flag, "--database", &url]);
+        run.expect_code(0);
+        assert!(run.stdout.contains("never run"), "{}", run.stdout);
+        assert!(run.stderr.is_empty(), "{}", run.stderr);
+    }
+    tidemark(dir.path(), &["plan", "-q", "--database", &url]).expect_code(0);
+}
+
+/// The demo's closing hint is a command that works on what the demo left: on SQLite the audit
+/// of the original (its counter kept: exit 1, drift), on a server `status` (the contract dropped
+/// that database's counter, where the old hint's audit exited 2). The run names the files it
+/// writes and replaces; on a server they are named for the database.
+async fn demo_hint_runs(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "demo_hint").await else {
+        return;
+    };
+    let dir = tempdir();
+    let mut args = vec!["demo", "--quiet", "--scale", "300"];
+    if backend != Backend::Sqlite {
+        args.extend(["--database", &db.url]);
+    }
+    let run = tidemark(dir.path(), &args);
+    run.expect_code(0);
+    let files = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("This run writes, replacing them"))
+        .unwrap_or_else(|| panic!("no list of files:\n{}", run.stdout));
+    let stem = if backend == Backend::Sqlite {
+        "tidemark-demo".to_string()
+    } else {
+        format!("tidemark-demo-{}", db.name)
+    };
+    for suffix in [".toml", "-report.csv", "-archive.csv"] {
+        let name = format!("{stem}{suffix}");
+        assert!(files.contains(&name), "{name} not in: {files}");
+        assert!(dir.path().join(&name).exists(), "{name} not written");
+    }
+    let hint = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Try: tidemark "))
+        .unwrap_or_else(|| panic!("no hint:\n{}", run.stdout));
+    let hint_args: Vec<&str> = hint.split_whitespace().collect();
+    let (want_command, want_code) = if backend == Backend::Sqlite {
+        ("audit", 1)
+    } else {
+        ("status", 0)
+    };
+    assert_eq!(hint_args[0], want_command, "{hint}");
+    // The hint prints the URL redacted (no password here, so it is the URL itself).
+    let rerun = tidemark(dir.path(), &hint_args);
+    rerun.expect_code(want_code);
+    db.cleanup().await;
+}
+
+on_every_backend!(demo_hint_runs);

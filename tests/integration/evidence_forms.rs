@@ -536,7 +536,7 @@ async fn plan_shows_the_forms(backend: Backend) {
         ),
         // The per-user time: its table is matched on the user alone.
         format!(
-            "FROM {} this\n             WHERE this.{} = tm_s.usr AND (deleted = 0)",
+            "FROM {} this WHERE this.{} = tm_s.usr AND (deleted = 0)",
             q("users"),
             q("id")
         ),

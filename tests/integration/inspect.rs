@@ -16,7 +16,8 @@ use tidemark::mapping::Mapping;
 on_every_backend!(
     scenario_mapping_audits_like_the_hand_written_one,
     synapse_comments_name_the_alternatives,
-    warnings_are_counted_and_fixable
+    warnings_are_counted_and_fixable,
+    views_and_event_lookups
 );
 
 /// The per-member scenarios (no cap), side by side in one database of the legacy schema.
@@ -320,4 +321,120 @@ fn nothing_to_map_exits_1() {
     );
     bin::run(dir.path(), &["inspect", "--database", &url, "--force"]).expect_code(2);
     bin::run(dir.path(), &["inspect", "--database", "nope://x"]).expect_code(2);
+}
+
+/// A schema with views and receipts that name an event by its text id: the comments say which
+/// messages candidate is a view and why it was chosen over the table, and for each reference by
+/// event id the `CREATE VIEW` that looks the position up (through the events table, so a read of
+/// a state event still counts). Created as printed, the lookup view is proposed as the first
+/// evidence, and the backfill reads the read position through it.
+async fn views_and_event_lookups(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "insp_views").await else {
+        return;
+    };
+    let mut conn = db.connect().await;
+    let schema: Vec<String> = [
+        "CREATE TABLE events (event_id VARCHAR(64) NOT NULL PRIMARY KEY, room_id VARCHAR(64) NOT NULL, \
+         sender VARCHAR(64) NOT NULL, stream_ordering BIGINT NOT NULL, type VARCHAR(64) NOT NULL)",
+        "CREATE INDEX events_room ON events (room_id, stream_ordering)",
+        "CREATE VIEW messages_view AS SELECT event_id, room_id, sender, stream_ordering FROM events \
+         WHERE type = 'm.room.message'",
+        "CREATE TABLE room_members (room_id VARCHAR(64) NOT NULL, user_id VARCHAR(64) NOT NULL, \
+         membership VARCHAR(16) NOT NULL, PRIMARY KEY (room_id, user_id))",
+        "CREATE TABLE receipts (room_id VARCHAR(64) NOT NULL, user_id VARCHAR(64) NOT NULL, \
+         event_id VARCHAR(64) NOT NULL)",
+        "CREATE TABLE room_summaries (user_id VARCHAR(64) NOT NULL, room_id VARCHAR(64) NOT NULL, \
+         last_read_event_id VARCHAR(64) NULL, PRIMARY KEY (user_id, room_id))",
+        "CREATE TABLE unread_counts (user_id VARCHAR(64) NOT NULL, room_id VARCHAR(64) NOT NULL, \
+         unread_count INT NOT NULL, PRIMARY KEY (user_id, room_id))",
+        "INSERT INTO events (event_id, room_id, sender, stream_ordering, type) VALUES \
+         ('$1', '!r', '@a', 1, 'm.room.message'), ('$2', '!r', '@a', 2, 'm.room.message'), \
+         ('$3', '!r', '@a', 3, 'm.room.member'), ('$4', '!r', '@a', 4, 'm.room.message'), \
+         ('$5', '!r', '@a', 5, 'm.room.message')",
+        "INSERT INTO room_members (room_id, user_id, membership) VALUES ('!r', '@a', 'join'), ('!r', '@b', 'join')",
+        // @b's receipt is on the state event $3: only the events table resolves it.
+        "INSERT INTO receipts (room_id, user_id, event_id) VALUES ('!r', '@b', '$3')",
+        "INSERT INTO room_summaries (user_id, room_id, last_read_event_id) VALUES ('@b', '!r', '$3')",
+        "INSERT INTO unread_counts (user_id, room_id, unread_count) VALUES ('@a', '!r', 0), ('@b', '!r', 2)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    exec_all(&mut conn, &schema).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = bin::run(dir.path(), &["inspect", "--database", &db.url]);
+    let text = run.stdout.clone();
+    for fact in [
+        "# chosen: view messages_view (conversation room_id, sender sender, position stream_ordering",
+        "# alternative: events (conversation room_id",
+        "# a view is chosen by its name over the tables above",
+        "# also seen: receipts.event_id (",
+        "names a message by events.event_id, not by its position",
+        "`CREATE VIEW receipts_positions AS SELECT r.user_id AS user_id, r.room_id AS room_id, \
+         m.stream_ordering AS stream_ordering FROM receipts r JOIN events m ON m.event_id = \
+         r.event_id AND m.room_id = r.room_id`",
+        "# also seen: room_summaries.last_read_event_id (",
+        "JOIN events m ON m.event_id = r.last_read_event_id AND m.room_id = r.room_id`",
+        "table = \"room_summaries_positions\", column = \"stream_ordering\"",
+    ] {
+        assert!(text.contains(fact), "missing {fact:?} in:\n{text}");
+    }
+
+    // The lookup view, created as printed, is proposed as the first evidence.
+    let statement = text
+        .split('`')
+        .find(|part| part.starts_with("CREATE VIEW receipts_positions"))
+        .unwrap()
+        .to_string();
+    exec_all(&mut conn, &[statement]).await;
+    let run = bin::run(
+        dir.path(),
+        &[
+            "inspect",
+            "--database",
+            &db.url,
+            "--output",
+            "proposed.toml",
+        ],
+    );
+    run.expect_code(0);
+    let text = std::fs::read_to_string(dir.path().join("proposed.toml")).unwrap();
+    assert!(
+        text.contains("# receipts table seen: receipts_positions (view)"),
+        "{text}"
+    );
+    let mapping = Mapping::parse(&text, "proposed.toml").expect("the proposal parses");
+    let first = mapping.evidence[0]
+        .source()
+        .expect("a position evidence first");
+    assert_eq!(first.table, "receipts_positions", "{text}");
+    assert_eq!(first.column, "stream_ordering");
+    assert!(
+        text.contains(
+            "the view receipts_positions (used as evidence above) may already be such a lookup"
+        ),
+        "{text}"
+    );
+
+    // Used unedited: @b's watermark is the state event's position, read through the view.
+    for cmd in [
+        &["expand"][..],
+        &["backfill", "--quiet", "--settle-time", "0"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend(["--database", &db.url, "--mapping", "proposed.toml"]);
+        bin::run(dir.path(), &args).expect_code(0);
+    }
+    let row = sqlx::query(
+        "SELECT last_read_id, source FROM read_watermarks WHERE user_id = '@b' AND conversation_id = '!r'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let last: i64 = row
+        .try_get::<i64, _>(0)
+        .unwrap_or_else(|_| i64::from(row.get::<i32, _>(0)));
+    assert_eq!(last, 3, "read through the lookup view");
+    drop(conn);
+    db.cleanup().await;
 }

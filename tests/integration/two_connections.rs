@@ -734,8 +734,8 @@ async fn capped_count_stops_at_100_rows(backend: Backend) {
                 find_tables(&plan, &mut tables);
                 tables
                     .into_iter()
-                    .find(|t| t["table_name"] == "am")
-                    .unwrap_or_else(|| panic!("no table am in {plan:#}"))
+                    .find(|t| t["table_name"] == "this")
+                    .unwrap_or_else(|| panic!("no table this in {plan:#}"))
             };
             let am = analyze(capped.clone()).await;
             let r_rows = am["r_rows"].as_f64().unwrap() * am["r_loops"].as_f64().unwrap();

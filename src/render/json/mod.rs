@@ -239,6 +239,9 @@ pub struct BackfillJson {
     pub left_unsettled_members: u64,
     /// When this run continued an interrupted one: the batches that one had finished.
     pub resumed_after_batches: Option<u64>,
+    /// When this run continued an interrupted one: the conversation key of its checkpoint,
+    /// as text (the run went on after it); null otherwise.
+    pub resumed_after: Option<String>,
     /// Stopped by Ctrl-C or SIGTERM before the last batch (exit 4; run again to continue).
     pub interrupted: bool,
     /// The ledger run id.
@@ -275,6 +278,7 @@ pub fn backfill(
             left_unsettled: s.left_unsettled,
             left_unsettled_members: s.left_unsettled_members,
             resumed_after_batches: s.resumed_after_batches,
+            resumed_after: s.resumed_after.clone(),
             interrupted: s.interrupted,
             ledger_id: s.ledger_id,
             statements: statements(plan),

@@ -139,11 +139,16 @@ pub(super) async fn audit_batches(
             summary.batches += 1;
             progress.advance(checked.max(0) as u64);
             lo = Some(batch.hi);
-            if opts
-                .run_time
-                .is_some_and(|limit| started.elapsed() >= limit)
+            let stop_asked = opts
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
+            if stop_asked
+                || opts
+                    .run_time
+                    .is_some_and(|limit| started.elapsed() >= limit)
             {
-                // Out of time: incomplete only if a batch is left.
+                // Out of time, or a signal: incomplete only if a batch is left.
                 stopped = next_batch(conn, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
                     .await?
                     .is_some();

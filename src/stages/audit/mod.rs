@@ -87,6 +87,10 @@ pub struct AuditOptions {
     /// Leave out conversations whose newest message is younger than this (writes still in
     /// flight in the application are not drift). Needs `messages.created_at`.
     pub min_age: Option<Duration>,
+    /// Set by the command line on Ctrl-C or SIGTERM: stop after the current batch, as
+    /// `--run-time` does (the rows so far kept in `REPORT.partial`, the run recorded as
+    /// incomplete, exit 4; `--resume` continues it).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for AuditOptions {
@@ -111,6 +115,7 @@ impl Default for AuditOptions {
             scope_description: Vec::new(),
             lock_timeout: Duration::from_secs(2),
             min_age: None,
+            stop: None,
         }
     }
 }

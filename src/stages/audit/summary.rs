@@ -82,8 +82,11 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
     );
     crate::report::check_destination(path)?;
     let tmp = path.with_extension(format!("prom.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, out)
-        .with_context(|| format!("writing the metrics file {}", tmp.display()))?;
+    if let Err(e) = std::fs::write(&tmp, out) {
+        // Disk full: leave no half-written temporary file beside the destination.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing the metrics file {}", tmp.display()));
+    }
     std::fs::rename(&tmp, path)
         .with_context(|| format!("moving the metrics file into place at {}", path.display()))?;
     Ok(())

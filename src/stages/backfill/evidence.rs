@@ -1,18 +1,20 @@
-//! Choosing each member's watermark from the evidence of one batch (semantics.md "Backfill:
-//! where each last_read_id comes from"): the mapping's evidence policy, members who left, the
-//! counter that only fills a missing watermark, and the settle time that keeps a derived
-//! watermark off a position whose transaction has not committed.
+//! One batch of the backfill inside the database (issue 11): each member's watermark chosen from
+//! the evidence (semantics.md "Backfill: where each last_read_id comes from": the mapping's
+//! evidence policy, members who left, the counter that only fills a missing watermark, the
+//! settle time that keeps a derived watermark off a position whose transaction has not
+//! committed) by `sql/common/backfill_plan.sql`, written forward-only by one INSERT … SELECT,
+//! and tallied (`sql/common/backfill_tally.sql`): only the counts travel to tidemark.
 
 use anyhow::{Context, Result};
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use super::super::{begin_snapshot, commit, rollback, Batch, Key, Scope};
+use super::super::{begin_snapshot, commit, rollback, Batch, Scope};
+use super::binds::{markers, number, Numbered};
 use super::BackfillSummary;
 use crate::dialect::{render, Dialect, SqlContext};
-use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
-use crate::schema::KeyKind;
+use crate::mapping::{EvidenceKind, Mapping};
 
 /// How the settle time applies to a run.
 #[derive(Debug, Clone, Default)]
@@ -25,16 +27,6 @@ pub(super) enum Settle {
     /// SQL over `{col}` (a conversation key) true when the conversation has no message younger
     /// than the settle time; with the settle time in seconds.
     Quiet(String, u64),
-}
-
-/// One watermark to write.
-#[derive(Debug, Clone)]
-pub(super) struct Planned {
-    pub(super) usr: Key,
-    pub(super) conv: Key,
-    pub(super) value: i64,
-    pub(super) source: EvidenceKind,
-    pub(super) existing: Option<i64>,
 }
 
 /// The settle-time guard of this run (semantics.md "Backfill", settle time): the audit's
@@ -73,202 +65,174 @@ pub(super) async fn settle_predicate(
     Ok(Settle::Quiet(quiet, secs))
 }
 
-/// Adds a planned batch to the counts.
-pub(super) fn count_planned(planned: &[Planned], batch: &Batch, summary: &mut BackfillSummary) {
-    for p in planned {
-        match p.existing {
-            None => summary.written += 1,
-            Some(e) if p.value > e => summary.advanced += 1,
-            Some(_) => summary.unchanged += 1,
-        }
-        *summary
-            .by_source
-            .entry(p.source.as_str().to_string())
-            .or_default() += 1;
-    }
-    summary.members += batch.rows;
-    summary.batches += 1;
+/// The template variables of a batch's plan: the range markers, the policy and the settle
+/// predicate over `tm_c.conv`.
+fn plan_vars(mapping: &Mapping, settle: &Settle, batch: Option<&Batch>) -> minijinja::Value {
+    let quiet = match settle {
+        Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_c.conv")),
+        _ => None,
+    };
+    minijinja::context! { range => markers(batch), quiet => quiet, policy => mapping.policy.as_str() }
 }
 
-/// Reads one batch's evidence in a consistent snapshot and chooses each member's watermark.
-#[allow(clippy::too_many_arguments)] // one call site (the batch loop): the run's state, passed as it is
-pub(super) async fn plan_batch(
+/// The statements one batch runs, in order, with their binds numbered: on an engine that
+/// writes and tallies in one statement (PostgreSQL) that statement alone; else the plan into
+/// the temporary table, the INSERT … SELECT from it and the tally of it (the table is dropped
+/// before and after: [`crate::dialect::SqlDialect::backfill_plan_drop_sql`]).
+pub(super) fn write_statements(
+    ctx: &SqlContext,
+    mapping: &Mapping,
+    settle: &Settle,
+    batch: Option<&Batch>,
+) -> Result<Vec<Numbered>> {
+    let vars = plan_vars(mapping, settle, batch);
+    let mut out = vec![number(
+        &render("backfill_write.sql", ctx, vars)?,
+        ctx.dialect,
+    )];
+    if ctx.dialect.backfill_plan_drop_sql().is_some() {
+        let source = minijinja::context! { source => "tm_plan" };
+        out.push(number(
+            &render("upsert_watermarks.sql", ctx, source.clone())?,
+            ctx.dialect,
+        ));
+        out.push(number(
+            &render("backfill_tally.sql", ctx, source)?,
+            ctx.dialect,
+        ));
+    }
+    Ok(out)
+}
+
+/// The read-only statement of `--dry-run`: the tally of the plan, written nowhere.
+pub(super) fn preview_statement(
+    ctx: &SqlContext,
+    mapping: &Mapping,
+    settle: &Settle,
+    batch: Option<&Batch>,
+) -> Result<Numbered> {
+    let plan = render("backfill_plan.sql", ctx, plan_vars(mapping, settle, batch))?;
+    let source = format!("(\n{plan}\n)");
+    Ok(number(
+        &render(
+            "backfill_tally.sql",
+            ctx,
+            minijinja::context! { source => source },
+        )?,
+        ctx.dialect,
+    ))
+}
+
+/// Builds the run's checkpoint (JSON) from the counts including the batch being written.
+pub(super) type CheckpointOf<'a> = &'a dyn Fn(&BackfillSummary) -> Result<serde_json::Value>;
+
+/// Writes one batch (the plan, the forward-only INSERT … SELECT, the tally) and, with
+/// `checkpoint`, the run's checkpoint built from the counts, in one transaction: after a crash
+/// either both are there or neither (a kill -9 resumes exactly). Without `checkpoint` (a dry
+/// run) nothing is written: the tally of the plan is read in a snapshot. Adds the batch's
+/// counts to `summary`.
+///
+/// Errors (exit 3): the database fails, or a lock wait gives up (the caller retries).
+pub(super) async fn run_batch(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     mapping: &Mapping,
     settle: &Settle,
     batch: &Batch,
-    user_kind: KeyKind,
-    conv_kind: KeyKind,
     summary: &mut BackfillSummary,
-) -> Result<Vec<Planned>> {
-    let range = batch.params(ctx.dialect, 1);
-    let quiet = match settle {
-        Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_c.conv")),
-        _ => None,
-    };
-    let evidence_sql = render(
-        "backfill_evidence.sql",
-        ctx,
-        minijinja::context! { range => range, quiet => quiet },
-    )?;
-    let has_counter = ctx.has_evidence(EvidenceKind::Counter);
-    begin_snapshot(conn, ctx.dialect).await?;
-    let read: Result<_> = async {
-        // Not kept prepared: MariaDB re-executing the prepared statement (the next batch, or
-        // the next run on the same connection) fails with "Unknown column 'tm_c.conv' in
-        // 'WHERE'" once the settle-time predicate, a subquery over the derived table tm_c, is
-        // in it (a server bug with prepared derived tables; the first execution works).
-        let rows = batch
-            .bind(sqlx::query(&evidence_sql).persistent(false))
-            .fetch_all(&mut *conn)
+    checkpoint: Option<(i64, CheckpointOf<'_>)>,
+) -> Result<()> {
+    let dialect = ctx.dialect;
+    let Some((ledger_id, checkpoint)) = checkpoint else {
+        let preview = preview_statement(ctx, mapping, settle, Some(batch))?;
+        begin_snapshot(conn, dialect).await?;
+        let row = preview
+            .bind(batch, sqlx::query(&preview.sql).persistent(false))
+            .fetch_one(&mut *conn)
             .await
-            .context("reading backfill evidence")?;
-        // (conv, user) -> (L[k] if it exists, whether k <= |L|)
-        let mut ranks: HashMap<(Key, Key), (Option<i64>, bool)> = HashMap::new();
-        if has_counter {
-            // The range appears twice (messages, members): the second copy binds after the first.
-            let range2 = batch.params(ctx.dialect, batch.param_count() + 1);
-            let rank_sql = render(
-                "backfill_counter_rank.sql",
-                ctx,
-                minijinja::context! { range => range, range2 => range2 },
-            )?;
-            // Not kept prepared: after five runs PostgreSQL may switch to a generic plan that
-            // joins the ranks on the conversation alone (a join filter on the rank), quadratic
-            // in a large conversation: 25.5 s against 0.69 s for one batch of the 400 000-member
-            // bench data, whose backfill took 317 s instead of about 50.
-            for r in batch
-                .bind(batch.bind(sqlx::query(&rank_sql).persistent(false)))
-                .fetch_all(&mut *conn)
-                .await
-                .context("ranking messages for counter evidence")?
-            {
-                let conv = Key::read(&r, "conv", conv_kind)?;
-                let usr = Key::read(&r, "usr", user_kind)?;
-                let representable: i64 = r.try_get("representable")?;
-                ranks.insert((conv, usr), (r.try_get("pos")?, representable != 0));
+            .context("planning the backfill batch");
+        let row = match row {
+            Ok(row) => {
+                commit(conn).await?;
+                row
             }
+            Err(e) => {
+                rollback(conn).await;
+                return Err(e);
+            }
+        };
+        return add_tally(&row, batch, summary);
+    };
+    let statements = write_statements(ctx, mapping, settle, Some(batch))?;
+    for sql in dialect.backfill_write_begin_sql() {
+        sqlx::raw_sql(sql).execute(&mut *conn).await?;
+    }
+    let result: Result<()> = async {
+        if let Some(drop) = dialect.backfill_plan_drop_sql() {
+            sqlx::raw_sql(drop).execute(&mut *conn).await?;
         }
-        Ok((rows, ranks))
+        let (last, before) = statements.split_last().expect("one statement at least");
+        for s in before {
+            // Not kept prepared: the text differs with the batch's bounds and PostgreSQL may
+            // switch a kept statement to a generic plan (see the counter rank's note).
+            s.bind(batch, sqlx::query(&s.sql).persistent(false))
+                .execute(&mut *conn)
+                .await
+                .context("writing watermarks")?;
+        }
+        let row = last
+            .bind(batch, sqlx::query(&last.sql).persistent(false))
+            .fetch_one(&mut *conn)
+            .await
+            .context("writing watermarks")?;
+        add_tally(&row, batch, summary)?;
+        if let Some(drop) = dialect.backfill_plan_drop_sql() {
+            sqlx::raw_sql(drop).execute(&mut *conn).await?;
+        }
+        crate::ledger::set_checkpoint(conn, dialect, ledger_id, &checkpoint(summary)?).await?;
+        Ok(())
     }
     .await;
-    let (rows, ranks) = match read {
-        Ok(v) => {
-            commit(conn).await?;
-            v
-        }
+    match result {
+        Ok(()) => commit(conn).await,
         Err(e) => {
             rollback(conn).await;
-            return Err(e);
+            Err(e)
         }
+    }
+}
+
+/// Adds one batch's tally row (`sql/common/backfill_tally.sql`) to the summary.
+fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Result<()> {
+    let n = |col: &str| -> Result<u64> {
+        let v: Option<i64> = row
+            .try_get(col)
+            .with_context(|| format!("reading the backfill tally's {col}"))?;
+        Ok(v.unwrap_or(0).max(0) as u64)
     };
-    let mut planned = Vec::with_capacity(rows.len());
-    let mut unsettled_convs: HashSet<Key> = HashSet::new();
-    // The order evidence is considered in: the mapping's, except that under the "highest"
-    // policy a counter comes after every position-space source (it only fills a watermark
-    // none of them gives).
-    let highest = mapping.policy == EvidencePolicy::Highest;
-    let mut order: Vec<usize> = (0..mapping.evidence.len()).collect();
-    if highest {
-        order.sort_by_key(|&i| mapping.evidence[i].kind() == EvidenceKind::Counter);
-    }
-    for row in &rows {
-        let conv = Key::read(row, "conv", conv_kind)?;
-        let usr = Key::read(row, "usr", user_kind)?;
-        let existing: Option<i64> = row.try_get("existing")?;
-        let max_pos: i64 = row.try_get("max_pos")?;
-        // A member who left keeps the read position their position or timestamp evidence
-        // gives (a rejoin must not find every message unread); their counter is owed nothing
-        // and is never evidence, and their own messages are not either (semantics.md
-        // "Backfill", scenario S10).
-        let active = row.try_get::<i64, _>("is_active")? != 0;
-        // A conversation with a message younger than the settle time may hide a position
-        // allocated by a transaction that has not committed: no "everything up to the newest
-        // message" derivation for it in this run (semantics.md "Backfill", settle time).
-        let unsettled = quiet.is_some() && row.try_get::<i64, _>("unsettled")? != 0;
-        let mut held = false;
-        let mut chosen: Option<(i64, EvidenceKind)> = None;
-        let mut own: Option<i64> = None;
-        for &i in &order {
-            let e = &mapping.evidence[i];
-            // `ev1`, `ev2`, …: the evidence columns of backfill_evidence.sql, in mapping order.
-            let v: Option<i64> = row.try_get(format!("ev{}", i + 1).as_str())?;
-            match e.kind() {
-                EvidenceKind::Counter | EvidenceKind::OwnMessage if !active => {}
-                EvidenceKind::OwnMessage if unsettled => held |= v.is_some(),
-                EvidenceKind::OwnMessage => own = v,
-                // Under "first", a held source ahead of the rest decides: nothing is written
-                // now, so that the later run chooses as a settled one would.
-                EvidenceKind::Timestamp if unsettled && v.is_some() && !highest => {
-                    if chosen.is_none() {
-                        held = true;
-                        break;
-                    }
-                }
-                EvidenceKind::Timestamp if unsettled => held |= v.is_some(),
-                // "highest": the largest position-space value, the first of equal ones.
-                EvidenceKind::Position | EvidenceKind::Timestamp if highest => {
-                    if let Some(v) = v.filter(|v| chosen.is_none_or(|(c, _)| *v > c)) {
-                        chosen = Some((v, e.kind()));
-                    }
-                }
-                _ if chosen.is_some() => {}
-                EvidenceKind::Position | EvidenceKind::Timestamp => {
-                    chosen = v.map(|v| (v, e.kind()))
-                }
-                EvidenceKind::Counter => {
-                    if let Some(k) = v.filter(|k| !(unsettled && *k <= 0 && existing.is_none())) {
-                        let (rank_pos, representable) = ranks
-                            .get(&(conv.clone(), usr.clone()))
-                            .cloned()
-                            .unwrap_or((None, false));
-                        // k <= 0: read everything; 0 < k < |L|: L[k]; k >= |L|: nothing read.
-                        let value = if k <= 0 {
-                            max_pos
-                        } else {
-                            rank_pos.unwrap_or(0)
-                        };
-                        if k < 0 || (k > 0 && !representable) {
-                            summary.unrepresentable_counters += 1;
-                        }
-                        chosen = Some((value, EvidenceKind::Counter));
-                    } else if v.is_some() {
-                        held = true;
-                        break;
-                    }
-                }
-            }
-        }
-        // Own messages are a lower bound (semantics.md, Backfill 4).
-        let chosen = match (chosen, own) {
-            (Some((v, _)), Some(o)) if o > v => Some((o, EvidenceKind::OwnMessage)),
-            (None, Some(o)) => Some((o, EvidenceKind::OwnMessage)),
-            (c, _) => c,
-        };
-        match chosen {
-            // A counter is the weakest evidence: it only fills a missing watermark. Once the
-            // application (or an earlier run) has written one, a drifted counter must not
-            // advance it (a counter cleared by a racing "mark all read" would mark unread
-            // messages read, and forward-only cannot take that back).
-            Some((_, EvidenceKind::Counter)) if existing.is_some() => {
-                summary.kept_over_counter += 1
-            }
-            Some((value, source)) => planned.push(Planned {
-                usr,
-                conv,
-                value,
-                source,
-                existing,
-            }),
-            None if held => {
-                summary.left_unsettled_members += 1;
-                unsettled_convs.insert(conv);
-            }
-            None if !active => summary.left_without_evidence += 1,
-            None => summary.no_evidence += 1,
+    summary.written += n("written")?;
+    summary.advanced += n("advanced")?;
+    summary.unchanged += n("unchanged")?;
+    for kind in [
+        EvidenceKind::Position,
+        EvidenceKind::Timestamp,
+        EvidenceKind::Counter,
+        EvidenceKind::OwnMessage,
+    ]
+    .map(EvidenceKind::as_str)
+    {
+        let count = n(&format!("n_{kind}"))?;
+        if count > 0 {
+            *summary.by_source.entry(kind.to_string()).or_default() += count;
         }
     }
-    summary.left_unsettled += unsettled_convs.len() as u64;
-    Ok(planned)
+    summary.kept_over_counter += n("kept")?;
+    summary.left_unsettled_members += n("held")?;
+    summary.left_unsettled += n("held_conversations")?;
+    summary.left_without_evidence += n("left_none")?;
+    summary.no_evidence += n("no_evidence")?;
+    summary.unrepresentable_counters += n("unrep")?;
+    summary.members += batch.rows;
+    summary.batches += 1;
+    Ok(())
 }

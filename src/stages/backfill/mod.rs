@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{begin_write, commit, next_batch, rollback, Batch, BatchUnit, Key, Scope};
+use super::{next_batch, Batch, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
 use crate::ledger::records::BackfillOptionsRecord;
@@ -22,9 +22,6 @@ use crate::lock::{self, RunnerLock};
 use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
 use crate::progress::Reporter;
 use crate::schema::{self, KeyKind};
-
-/// Rows per upsert statement: 4 parameters a row stays below SQLite's 32 766 bind limit.
-const UPSERT_CHUNK: usize = 5000;
 
 /// The settle time when none is given: longer than an application transaction stays open.
 pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_secs(300);
@@ -144,6 +141,10 @@ pub struct BackfillSummary {
     pub left_unsettled_members: u64,
     /// When this run continued an interrupted one: the batches that run had finished.
     pub resumed_after_batches: Option<u64>,
+    /// When this run continued an interrupted one: the last conversation of its checkpoint
+    /// (the run went on after it), as text.
+    #[serde(default)]
+    pub resumed_after: Option<String>,
     /// Stopped by Ctrl-C before the last batch (run again to continue).
     pub interrupted: bool,
     /// The ledger run id.
@@ -189,10 +190,10 @@ pub async fn run(
         }
     }
     let ctx = SqlContext::new(mapping, dialect);
-    let (user_kind, conv_kind) = {
-        let (u, c) = schema::watermark_key_types(conn, mapping, &ctx).await?;
-        (u.kind, c.kind)
-    };
+    let conv_kind = schema::watermark_key_types(conn, mapping, &ctx)
+        .await?
+        .1
+        .kind;
     let settle = settle_predicate(conn, mapping, dialect, opts.settle_time).await?;
     if opts.dry_run {
         return run_batches(
@@ -200,7 +201,6 @@ pub async fn run(
             &ctx,
             mapping,
             opts,
-            user_kind,
             conv_kind,
             &settle,
             None,
@@ -219,7 +219,6 @@ pub async fn run(
             &ctx,
             mapping,
             opts,
-            user_kind,
             conv_kind,
             &settle,
             Some(id),
@@ -302,6 +301,7 @@ async fn resume_or_start(
             ledger::set_status(conn, dialect, last.id, RunStatus::Running).await?;
             let mut summary = cp.summary;
             summary.resumed_after_batches = Some(summary.batches);
+            summary.resumed_after = cp.lo.as_ref().map(|k| k.to_string());
             summary.interrupted = false;
             summary.ledger_id = Some(last.id);
             return Ok((last.id, cp.lo, summary));
@@ -337,7 +337,6 @@ async fn run_batches(
     ctx: &SqlContext,
     mapping: &Mapping,
     opts: &BackfillOptions,
-    user_kind: KeyKind,
     conv_kind: KeyKind,
     settle: &Settle,
     ledger_id: Option<i64>,
@@ -396,15 +395,19 @@ async fn run_batches(
                 .build();
             let mut next = loop {
                 let mut attempt = summary.clone();
-                let step = async {
-                    let planned = plan_batch(conn, ctx, mapping, settle, &batch, user_kind, conv_kind, &mut attempt).await?;
-                    count_planned(&planned, &batch, &mut attempt);
-                    if let Some(id) = ledger_id {
-                        let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: attempt.clone() };
-                        write_batch(conn, ctx, &planned, Some((id, serde_json::to_value(&cp)?))).await?;
-                    }
-                    Ok::<_, anyhow::Error>(())
-                }
+                let hi = batch.hi.clone();
+                let checkpoint = move |s: &BackfillSummary| {
+                    Ok(serde_json::to_value(&Checkpoint { lo: Some(hi.clone()), summary: s.clone() })?)
+                };
+                let step = run_batch(
+                    conn,
+                    ctx,
+                    mapping,
+                    settle,
+                    &batch,
+                    &mut attempt,
+                    ledger_id.map(|id| (id, &checkpoint as CheckpointOf<'_>)),
+                )
                 .await;
                 match step {
                     Ok(()) => break attempt,
@@ -524,101 +527,57 @@ async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u6
     Ok(n.max(0) as u64)
 }
 
-/// Writes one batch with forward-only upserts, and the run's checkpoint, in one short
-/// transaction: after a crash either both are there or neither.
-async fn write_batch(
-    conn: &mut AnyConnection,
-    ctx: &SqlContext,
-    planned: &[Planned],
-    checkpoint: Option<(i64, serde_json::Value)>,
-) -> Result<()> {
-    begin_write(conn, ctx.dialect).await?;
-    let result: Result<()> = async {
-        for chunk in planned.chunks(UPSERT_CHUNK) {
-            let sql = render(
-                "upsert_watermarks.sql",
-                ctx,
-                minijinja::context! { rows => chunk.len() },
-            )?;
-            // Not cached: each batch's row count makes new SQL text, and a cache of prepared
-            // statements with thousands of parameters grows with the table.
-            let mut q = sqlx::query(&sql).persistent(false);
-            for p in chunk {
-                q = p.usr.bind(q);
-                q = p.conv.bind(q);
-                q = q.bind(p.value).bind(p.source.as_str().to_string());
-            }
-            q.execute(&mut *conn).await.context("writing watermarks")?;
-        }
-        if let Some((id, cp)) = &checkpoint {
-            ledger::set_checkpoint(conn, ctx.dialect, *id, cp).await?;
-        }
-        Ok(())
-    }
-    .await;
-    match result {
-        Ok(()) => commit(conn).await,
-        Err(e) => {
-            rollback(conn).await;
-            Err(e)
-        }
-    }
-}
-
 /// The statements one batch runs, rendered for this mapping and dialect with the batch's range
 /// as placeholders (lo, hi): what `backfill --dry-run` prints, so a DBA reads exactly what
 /// will run.
 pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static str, String)>> {
     let ctx = SqlContext::new(mapping, dialect);
-    let range = RangeParams {
-        lo: Some(dialect.placeholder(1)),
-        hi: Some(dialect.placeholder(2)),
-        ..Default::default()
+    // The settle predicate as a run with a settle time would have it (its cutoff is a
+    // placeholder-free expression computed at the start of the run: shown here for 300 s).
+    let settle = if mapping
+        .evidence
+        .iter()
+        .any(|e| e.kind() != EvidenceKind::Position)
+        && mapping.messages.created_at.is_some()
+    {
+        Settle::Quiet(
+            format!(
+                "NOT EXISTS (SELECT 1 FROM {msg} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created} > {ago})",
+                msg = dialect.quote(&mapping.messages.table),
+                conv = dialect.quote(&mapping.messages.conversation),
+                created = dialect.quote(mapping.messages.created_at.as_deref().unwrap_or_default()),
+                ago = dialect.seconds_ago(DEFAULT_SETTLE_TIME.as_secs()),
+            ),
+            DEFAULT_SETTLE_TIME.as_secs(),
+        )
+    } else {
+        Settle::Off
     };
-    let range2 = RangeParams {
-        lo: Some(dialect.placeholder(3)),
-        hi: Some(dialect.placeholder(4)),
-        ..Default::default()
+    let statements = evidence::write_statements(&ctx, mapping, &settle, None)?;
+    let whats: Vec<&'static str> = match (dialect.backfill_plan_drop_sql(), statements.len()) {
+        (None, _) => vec![match mapping.policy {
+            EvidencePolicy::First => "write, one statement per batch at READ COMMITTED (one snapshot): each member's watermark chosen in the database (policy \"first\": the first evidence with a value wins), written forward-only, only the counts returned",
+            EvidencePolicy::Highest => "write, one statement per batch at READ COMMITTED (one snapshot): each member's watermark chosen in the database (policy \"highest\": the highest position, timestamp or own message wins; the counter only fills a missing watermark), written forward-only, only the counts returned",
+        }],
+        _ => vec![
+            match mapping.policy {
+                EvidencePolicy::First => "write transaction per batch, 1 of 3: each member's watermark chosen in the database (policy \"first\": the first evidence with a value wins) into a temporary table, in one consistent read",
+                EvidencePolicy::Highest => "write transaction per batch, 1 of 3: each member's watermark chosen in the database (policy \"highest\": the highest position, timestamp or own message wins; the counter only fills a missing watermark) into a temporary table, in one consistent read",
+            },
+            "2 of 3: the forward-only write, one INSERT … SELECT from it",
+            "3 of 3: the counts of the batch (only these come back), then the checkpoint and COMMIT",
+        ],
     };
-    let read = match mapping.policy {
-        EvidencePolicy::First => {
-            "read, in a REPEATABLE READ snapshot: members and their evidence (policy \"first\": the first evidence with a value wins)"
-        }
-        EvidencePolicy::Highest => {
-            "read, in a REPEATABLE READ snapshot: members and their evidence (policy \"highest\": the highest position, timestamp or own message wins; the counter only fills a missing watermark)"
-        }
-    };
-    let mut out = vec![(
-        read,
-        render(
-            "backfill_evidence.sql",
-            &ctx,
-            minijinja::context! { range => range },
-        )?,
-    )];
-    if ctx.has_evidence(EvidenceKind::Counter) {
-        out.push((
-            "read, same snapshot: the counter's k-th newest countable message",
-            render(
-                "backfill_counter_rank.sql",
-                &ctx,
-                minijinja::context! { range => range, range2 => range2 },
-            )?,
-        ));
-    }
-    out.push((
-        "write, one short transaction per batch (shown for 2 rows)",
-        render(
-            "upsert_watermarks.sql",
-            &ctx,
-            minijinja::context! { rows => 2 },
-        )?,
-    ));
-    Ok(out)
+    Ok(whats
+        .into_iter()
+        .zip(statements)
+        .map(|(what, s)| (what, s.sql))
+        .collect())
 }
 
+mod binds;
 mod evidence;
 mod throttle;
 
-use evidence::{count_planned, plan_batch, settle_predicate, Planned, Settle};
+use evidence::{run_batch, settle_predicate, CheckpointOf, Settle};
 pub use throttle::throttle_delay;

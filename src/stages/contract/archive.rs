@@ -92,6 +92,7 @@ pub(super) async fn archive_rows(
             }
         }
         lo = Some(batch.hi);
+        super::test_pause::pause_at("archive").await;
     }
     Ok(())
 }

@@ -135,6 +135,7 @@ pub(super) async fn execute(
     )
     .await?;
 
+    super::test_pause::pause_at("checksum").await;
     // 3. Verification: every row with its keys and value, and the checksums.
     let source = checksum(conn, ctx, keys, "source", None).await?;
     let archived = checksum(conn, ctx, keys, "archive", Some(contract_id)).await?;
@@ -182,6 +183,7 @@ pub(super) async fn execute(
     outcome.archive = Some(summary);
 
     // 4. The DDL, under a bounded lock wait, retried.
+    super::test_pause::pause_at("ddl").await;
     if let Some(hook) = &opts.before_ddl {
         hook().await.context("the before-DDL hook")?;
     }

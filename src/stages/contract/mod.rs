@@ -30,6 +30,7 @@ mod options;
 mod plan;
 mod sqlite_rebuild;
 mod state;
+mod test_pause;
 
 pub use archive::{ArchiveSummary, Checksum};
 pub use dependents::{dependents, Dependent};
@@ -272,6 +273,19 @@ pub async fn run(
     let keys = key_columns(conn, mapping, &ctx).await?;
     let plan = plan(conn, &ctx, &target, opts).await?;
     notes.extend(plan.notes.iter().cloned());
+    if !opts.execute {
+        // The right to change the table, named in the dry run (issue 13; `--execute` stops on it).
+        notes.extend(
+            crate::db::privileges::missing_ddl_right(
+                conn,
+                dialect,
+                &target.table,
+                opts.drop_table,
+                opts.lock_timeout,
+            )
+            .await?,
+        );
+    }
     let ddl = plan.lines(&target);
 
     // The gate.
@@ -313,7 +327,14 @@ pub async fn run(
     }
 
     // --execute: one runner per mapping, recorded in the ledger from here on.
-    crate::db::privileges::for_contract(conn, dialect).await?;
+    crate::db::privileges::for_contract(
+        conn,
+        dialect,
+        &target.table,
+        opts.drop_table,
+        opts.lock_timeout,
+    )
+    .await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {

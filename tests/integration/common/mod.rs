@@ -24,6 +24,7 @@ use tidemark::db::{testing, Dsn};
 
 pub mod bin;
 pub mod csv;
+pub mod faults;
 
 /// A database server kind the suites run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

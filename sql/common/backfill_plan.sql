@@ -1,0 +1,146 @@
+{#- Backfill, one batch, inside the database: each member's watermark from the best evidence
+    (semantics.md "Backfill: where each last_read_id comes from"), one row per member the batch
+    covers (subjects.sql), never sent to the client: backfill_write.sql writes the rows with a
+    value and tallies them all (backfill_tally.sql).
+
+    Columns: conv, usr; ex (the watermark the member has, or NULL); act (1 active, 0 left);
+    v (the watermark to write, NULL for none) and src (its provenance); kept (1: the counter was
+    the only evidence and a watermark exists, left alone); held (1: evidence was left for a
+    later run by the settle time); unrep (1: the counter chosen is negative or exceeds the
+    countable messages).
+
+    Layers: tm_ev brings every evidence value (ev1..evN, mapping order, from the kind's block in
+    evidence.sql), the conversation's highest position (mp), the settle flag (uns) and the
+    counter's rank (rk_pos, rk_rep); it is MATERIALIZED where the engine has the hint, so a
+    correlated timestamp lookup is not repeated by the layers above. tm_ef turns each value into
+    the value the policy may use (e<i>) and whether it is held back (h<i>):
+      position   : as it is;
+      timestamp  : held in an unsettled conversation;
+      counter    : only for an active member; k <= 0 reads up to mp (held in an unsettled
+                   conversation unless a watermark exists, which the counter then cannot move),
+                   0 < k the rank's L[k] (0 when k >= |L|);
+      own_message: only for an active member, a lower bound; held in an unsettled conversation.
+    tm_ch chooses: policy "first": the first source in mapping order with a value, where a held
+    source stops the search (the later run chooses as a settled one would); policy "highest":
+    the highest position or timestamp value (the first of equal ones), else the counter. Own
+    messages raise the choice (ow). The counter never advances an existing watermark. -#}
+{% import "evidence.sql" as ev %}
+{% import "backfill_counter_rank.sql" as rank %}
+{% set has_counter = evidence | selectattr("kind", "equalto", "counter") | list | length > 0 %}
+{% set has_quiet = quiet is defined and quiet %}
+{#- The policy's choice among tm_ef's values: `what` is the chosen value, its source, or
+    whether it is an unrepresentable counter (0 when nothing is chosen). -#}
+{% macro pick(e, i, what) %}{% if what == "value" %}tm_f.e{{ i }}{% elif what == "source" %}'{{ e.kind }}'{% elif e.kind == "counter" %}tm_f.u{{ i }}{% else %}0{% endif %}{% endmacro %}
+{#- The own-message lower bound among tm_ef's values (NULL without the source). -#}
+{% macro own_column(evidence, int) %}{% set ns = namespace(col="CAST(NULL AS " ~ int ~ ")") %}{% for e in evidence %}{% if e.kind == "own_message" %}{% set ns.col = "tm_f.e" ~ loop.index %}{% endif %}{% endfor %}{{ ns.col }}{% endmacro %}
+{% macro chain(evidence, policy, what) %}
+CASE
+{% if policy == "highest" %}
+{% for e in evidence %}
+{% set i = loop.index %}
+{% if e.kind == "position" or e.kind == "timestamp" %}
+           WHEN tm_f.e{{ i }} IS NOT NULL{% for f in evidence %}{% if (f.kind == "position" or f.kind == "timestamp") and loop.index != i %} AND (tm_f.e{{ loop.index }} IS NULL OR tm_f.e{{ i }} {{ ">" if loop.index < i else ">=" }} tm_f.e{{ loop.index }}){% endif %}{% endfor %} THEN {{ pick(e, i, what) }}
+{% endif %}
+{% endfor %}
+{% for e in evidence %}
+{% if e.kind == "counter" %}
+           WHEN tm_f.e{{ loop.index }} IS NOT NULL THEN {{ pick(e, loop.index, what) }}
+{% endif %}
+{% endfor %}
+{% else %}
+{% for e in evidence %}
+{% if e.kind != "own_message" %}
+           WHEN tm_f.e{{ loop.index }} IS NOT NULL THEN {{ pick(e, loop.index, what) }}
+{% if e.kind != "position" %}
+           WHEN tm_f.h{{ loop.index }} = 1 THEN {{ "0" if what == "unrep" else "NULL" }}
+{% endif %}
+{% endif %}
+{% endfor %}
+{% endif %}
+           ELSE {{ "0" if what == "unrep" else "NULL" }}
+         END{% endmacro %}
+WITH tm_subj AS (
+{% include "subjects.sql" %}
+)
+{% if has_quiet %}
+, tm_u AS (
+  SELECT tm_c.conv AS conv, CASE WHEN {{ quiet }} THEN 0 ELSE 1 END AS unsettled
+  FROM (SELECT DISTINCT tm_subj.conv AS conv FROM tm_subj) tm_c
+)
+{% endif %}
+{% if has_counter %}
+, {{ rank.ctes(msg, ctr, range, int) }}
+{% endif %}
+, tm_ev AS {{ materialized }} (
+  SELECT tm_s.conv AS conv, tm_s.usr AS usr,
+         CAST(tm_s.is_active AS {{ int }}) AS act,
+         CAST(tm_x.last_read_id AS {{ int }}) AS ex,
+{% for e in evidence %}
+         {{ ev.value(e, loop.index, msg, int) }} AS ev{{ loop.index }},
+{% endfor %}
+{% if has_counter %}
+         tm_r.pos AS rk_pos, tm_r.representable AS rk_rep,
+{% endif %}
+         {{ "tm_u.unsettled" if has_quiet else "0" }} AS uns,
+
+         COALESCE(tm_mp.v, 0) AS mp
+  FROM tm_subj tm_s
+  LEFT JOIN {{ wm }} tm_x ON tm_x.conversation_id = tm_s.conv AND tm_x.user_id = tm_s.usr
+{% for e in evidence %}
+  {{ ev.join(e, loop.index, range, msg, ctr, int) }}
+{% endfor %}
+  {{ ev.max_pos_join(range, msg, int) }}
+{% if has_counter %}
+  LEFT JOIN tm_rank tm_r ON tm_r.conv = tm_s.conv AND tm_r.usr = tm_s.usr
+{% endif %}
+{% if has_quiet %}
+  JOIN tm_u ON tm_u.conv = tm_s.conv
+{% endif %}
+),
+tm_ef AS (
+  SELECT tm_v.conv AS conv, tm_v.usr AS usr, tm_v.act AS act, tm_v.ex AS ex,
+{% for e in evidence %}
+{% set i = loop.index %}
+{% if e.kind == "position" %}
+         tm_v.ev{{ i }} AS e{{ i }},
+{% elif e.kind == "timestamp" %}
+         CASE WHEN tm_v.uns = 1 THEN NULL ELSE tm_v.ev{{ i }} END AS e{{ i }},
+         CASE WHEN tm_v.uns = 1 AND tm_v.ev{{ i }} IS NOT NULL THEN 1 ELSE 0 END AS h{{ i }},
+{% elif e.kind == "counter" %}
+         CASE WHEN tm_v.act = 0 OR tm_v.ev{{ i }} IS NULL THEN NULL
+              WHEN tm_v.ev{{ i }} <= 0 AND tm_v.uns = 1 AND tm_v.ex IS NULL THEN NULL
+              WHEN tm_v.ev{{ i }} <= 0 THEN tm_v.mp
+              ELSE COALESCE(tm_v.rk_pos, 0) END AS e{{ i }},
+         CASE WHEN tm_v.act = 1 AND tm_v.ev{{ i }} <= 0 AND tm_v.uns = 1 AND tm_v.ex IS NULL THEN 1 ELSE 0 END AS h{{ i }},
+         CASE WHEN tm_v.ev{{ i }} < 0 OR (tm_v.ev{{ i }} > 0 AND COALESCE(tm_v.rk_rep, 0) = 0) THEN 1 ELSE 0 END AS u{{ i }},
+{% elif e.kind == "own_message" %}
+         CASE WHEN tm_v.act = 1 AND tm_v.uns = 0 THEN tm_v.ev{{ i }} END AS e{{ i }},
+         CASE WHEN tm_v.act = 1 AND tm_v.uns = 1 AND tm_v.ev{{ i }} IS NOT NULL THEN 1 ELSE 0 END AS h{{ i }},
+{% endif %}
+{% endfor %}
+         0 AS tm_end
+  FROM tm_ev tm_v
+),
+tm_ch AS (
+  SELECT tm_f.conv AS conv, tm_f.usr AS usr, tm_f.act AS act, tm_f.ex AS ex,
+         CASE WHEN {% for e in evidence %}{% if e.kind != "position" %}tm_f.h{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END AS held,
+         {{ chain(evidence, policy, "value") }} AS cv,
+         {{ chain(evidence, policy, "source") }} AS cs,
+         {{ chain(evidence, policy, "unrep") }} AS unrep,
+
+         {{ own_column(evidence, int) }} AS own
+
+  FROM tm_ef tm_f
+)
+SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
+       CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN tm_c.own
+            WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN NULL
+            ELSE tm_c.cv END AS v,
+       CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN 'own_message'
+            WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN NULL
+            ELSE tm_c.cs END AS src,
+       CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN 0
+            WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN 1
+            ELSE 0 END AS kept,
+       tm_c.held AS held, tm_c.unrep AS unrep
+FROM tm_ch tm_c

@@ -1,0 +1,22 @@
+{#- What one backfill batch did, as aggregates of its plan (backfill_plan.sql), never its rows:
+    `source` is the plan, as the temporary table tm_plan or a parenthesised statement.
+    written: new watermarks; advanced: existing ones moved forward; unchanged: existing ones
+    already at or past the evidence (the forward-only write leaves them); n_<kind>: the rows
+    with a value per provenance (every kind, 0 for one the mapping does not list); kept: existing watermarks whose only evidence was the counter;
+    held / held_conversations: members and conversations left for a later run by the settle
+    time; left: members who left without position or timestamp evidence; none: active members
+    without evidence; unrep: counters no watermark can represent. Every count is a BIGINT. -#}
+SELECT CAST(COUNT(*) AS {{ int }}) AS members,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.ex IS NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS written,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.v > tm_p.ex THEN 1 ELSE 0 END), 0) AS {{ int }}) AS advanced,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.v <= tm_p.ex THEN 1 ELSE 0 END), 0) AS {{ int }}) AS unchanged,
+{% for kind in ["position", "timestamp", "counter", "own_message"] %}
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.src = '{{ kind }}' THEN 1 ELSE 0 END), 0) AS {{ int }}) AS n_{{ kind }},
+{% endfor %}
+       CAST(COALESCE(SUM(tm_p.kept), 0) AS {{ int }}) AS kept,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 1 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS held,
+       CAST(COUNT(DISTINCT CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 1 THEN tm_p.conv END) AS {{ int }}) AS held_conversations,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 0 AND tm_p.act = 0 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS left_none,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 0 AND tm_p.act <> 0 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS no_evidence,
+       CAST(COALESCE(SUM(tm_p.unrep), 0) AS {{ int }}) AS unrep
+FROM {{ source }} tm_p
