@@ -269,7 +269,8 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         source => "tm_plan",
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
-                        key_subject => dialect.quote("user_id"),
+                        key_subject => (side == "source").then(|| dialect.quote("user_id")),
+                        archive_of => (side == "archive").then_some(["'chat.members'", "'seen'"]),
                         exact_type => dialect.exact_decimal(),
                         text_type => dialect.text_type(),
                         // `tidemark sql app` (crate::app_sql): named binds, the sequence table.

@@ -427,15 +427,31 @@ pub fn contract(
     dsn: &Dsn,
     opts: &ContractOptions,
 ) -> io::Result<()> {
+    let what = if o.value.is_some() {
+        // A `[contract]` section: every target (none for drop = "nothing").
+        match o.targets.len() {
+            0 => "nothing to drop ([contract] drop = \"nothing\")".to_string(),
+            _ => o
+                .targets
+                .iter()
+                .map(|t| t.describe())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    } else {
+        o.target.describe()
+    };
     writeln!(
         w,
-        "contract on {dsn}: {} ({})",
-        o.target.describe(),
+        "contract on {dsn}: {what} ({})",
         match o.target.shape {
             Shape::PerMember => "per_member",
             Shape::PerMessage => "per_message",
         }
     )?;
+    if let Some(v) = &o.value {
+        writeln!(w, "  counter value: {v}")?;
+    }
     if let Some(msg) = &o.nothing_to_drop {
         writeln!(w, "  {msg}")?;
         return Ok(());
@@ -509,6 +525,19 @@ pub fn contract(
         )?;
         if let (Some(csv), Some(sha)) = (&a.csv, &a.csv_sha256) {
             writeln!(w, "  archive CSV: {csv} (sha256 {sha}); verified")?;
+        }
+    }
+    if o.target_archives.len() > 1 {
+        for t in &o.target_archives {
+            writeln!(
+                w,
+                "    {}: {} row(s), {} non-NULL, sum {}, sum of squares {}; verified",
+                t.target,
+                t.checksum.rows,
+                t.checksum.non_null,
+                t.checksum.sum,
+                t.checksum.sum_squares
+            )?;
         }
     }
     if o.executed {

@@ -52,4 +52,5 @@ mod secrets;
 mod snapshot;
 mod synapse;
 mod tolerance;
+mod total_minus_seen;
 mod two_connections;

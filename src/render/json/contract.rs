@@ -103,6 +103,14 @@ pub struct ContractJson {
     pub column: String,
     /// Whether the whole table is dropped (`--drop-table`).
     pub drop_table: bool,
+    /// With a `[contract]` section: every target (`column table.column` or `table name`), in
+    /// the mapping's order; empty without one or for `drop = "nothing"`.
+    pub targets: Vec<String>,
+    /// With a `[contract]` section: the counter's value (the SQL expression); else null.
+    pub value: Option<String>,
+    /// With a `[contract]` section and `--execute`: each target's verified archive
+    /// (`target` `table.column`, `rows`, `non_null`, `sum`, `sum_squares`).
+    pub target_archives: Vec<serde_json::Value>,
     /// Set when there is nothing left to drop (why); the gate is then null.
     pub nothing_to_drop: Option<String>,
     /// The gate's verdict.
@@ -187,6 +195,21 @@ pub fn contract(w: &mut dyn Write, o: &ContractOutcome) -> io::Result<()> {
             table: o.target.table.clone(),
             column: o.target.column.clone(),
             drop_table: o.target.drop_table,
+            targets: o.targets.iter().map(|t| t.describe()).collect(),
+            value: o.value.clone(),
+            target_archives: o
+                .target_archives
+                .iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "target": t.target,
+                        "rows": t.checksum.rows,
+                        "non_null": t.checksum.non_null,
+                        "sum": t.checksum.sum,
+                        "sum_squares": t.checksum.sum_squares,
+                    })
+                })
+                .collect(),
             nothing_to_drop: o.nothing_to_drop.clone(),
             gate: o.verdict.as_ref().map(gate),
             forced: o.forced.clone(),

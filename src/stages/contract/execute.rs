@@ -55,73 +55,12 @@ pub(super) async fn execute(
     verdict: &mut gate::Verdict,
     outcome: &mut ContractOutcome,
 ) -> Result<()> {
-    let dialect = ctx.dialect;
-
     // 1. The final audit, inside the gate.
-    let newest = verdict.newest_clean.clone();
-    let tolerance = newest
-        .as_ref()
-        .map(|a| a.tolerance.clone())
-        .unwrap_or_else(Tolerance::zero);
-    let batch_size = match &newest {
-        Some(a) => audit_batch_size(conn, dialect, a.id).await?,
-        None => 5000,
+    let Some(audit_id) = final_audit(conn, mapping, ctx.dialect, opts, verdict, outcome).await?
+    else {
+        return Ok(());
     };
-    let report = opts.audit_report.clone().unwrap_or_else(|| {
-        match opts
-            .archive_csv
-            .as_ref()
-            .and_then(|p| p.parent())
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            Some(dir) => dir.join(DEFAULT_AUDIT_REPORT),
-            None => PathBuf::from(DEFAULT_AUDIT_REPORT),
-        }
-    });
-    #[allow(clippy::needless_update)] // options the audit may gain later keep their defaults
-    let audit_opts = audit::AuditOptions {
-        cap: tolerance.cap,
-        report: report.clone(),
-        batch_size,
-        ledger: true,
-        max_drift_rows: tolerance.max_drift_rows.unwrap_or(0),
-        max_drift_ratio: tolerance.max_drift_ratio.unwrap_or(0.0),
-        max_abs_drift: tolerance.max_abs_drift.unwrap_or(0),
-        checked: Checked::of(&tolerance),
-        // An empty counter table has nothing to lose: the drop goes on as it always did.
-        allow_empty: true,
-        quiet: opts.quiet,
-        ..Default::default()
-    };
-    let audited = audit::run(conn, mapping, dialect, &audit_opts)
-        .await
-        .context("the final audit")?;
-    let s = &audited.summary;
-    outcome.final_audit = Some(FinalAudit {
-        id: s.ledger_id,
-        passed: s.passed,
-        crossed: s.crossed.clone(),
-        tolerance,
-        rows_checked: s.rows_checked,
-        drifting_rows: s.drifting_rows,
-        report: s.report.clone(),
-        report_sha256: s.report_sha256.clone(),
-    });
-    if !s.passed {
-        verdict.reasons.push(Reason::FinalAuditFailed {
-            id: s.ledger_id,
-            crossed: s.crossed.clone(),
-        });
-        verdict.open = false;
-        outcome.exit_code = EXIT_DRIFT;
-        outcome.verdict = Some(verdict.clone());
-        if !opts.force {
-            return Ok(());
-        }
-        outcome.forced = opts.reason.clone();
-    }
-    outcome.verdict = Some(verdict.clone());
-    let audit_id = s.ledger_id;
+    let dialect = ctx.dialect;
 
     // 2. The archive table, batch by batch.
     archive_rows(
@@ -211,6 +150,85 @@ pub(super) async fn execute(
     outcome.executed = true;
     outcome.exit_code = EXIT_OK;
     Ok(())
+}
+
+/// The final audit, inside the gate (step 1 of `--execute`), with the tolerance of the newest
+/// clean audit. Returns the audit's ledger id (`Some`), or `None` when it failed and no
+/// `--force` bypasses it (the verdict and the outcome then say so).
+///
+/// Errors: the audit itself fails (exit 2 or 3, as the audit's).
+pub(super) async fn final_audit(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    opts: &ContractOptions,
+    verdict: &mut gate::Verdict,
+    outcome: &mut ContractOutcome,
+) -> Result<Option<Option<i64>>> {
+    let newest = verdict.newest_clean.clone();
+    let tolerance = newest
+        .as_ref()
+        .map(|a| a.tolerance.clone())
+        .unwrap_or_else(Tolerance::zero);
+    let batch_size = match &newest {
+        Some(a) => audit_batch_size(conn, dialect, a.id).await?,
+        None => 5000,
+    };
+    let report = opts.audit_report.clone().unwrap_or_else(|| {
+        match opts
+            .archive_csv
+            .as_ref()
+            .and_then(|p| p.parent())
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            Some(dir) => dir.join(DEFAULT_AUDIT_REPORT),
+            None => PathBuf::from(DEFAULT_AUDIT_REPORT),
+        }
+    });
+    #[allow(clippy::needless_update)] // options the audit may gain later keep their defaults
+    let audit_opts = audit::AuditOptions {
+        cap: tolerance.cap,
+        report: report.clone(),
+        batch_size,
+        ledger: true,
+        max_drift_rows: tolerance.max_drift_rows.unwrap_or(0),
+        max_drift_ratio: tolerance.max_drift_ratio.unwrap_or(0.0),
+        max_abs_drift: tolerance.max_abs_drift.unwrap_or(0),
+        checked: Checked::of(&tolerance),
+        // An empty counter table has nothing to lose: the drop goes on as it always did.
+        allow_empty: true,
+        quiet: opts.quiet,
+        ..Default::default()
+    };
+    let audited = audit::run(conn, mapping, dialect, &audit_opts)
+        .await
+        .context("the final audit")?;
+    let s = &audited.summary;
+    outcome.final_audit = Some(FinalAudit {
+        id: s.ledger_id,
+        passed: s.passed,
+        crossed: s.crossed.clone(),
+        tolerance,
+        rows_checked: s.rows_checked,
+        drifting_rows: s.drifting_rows,
+        report: s.report.clone(),
+        report_sha256: s.report_sha256.clone(),
+    });
+    if !s.passed {
+        verdict.reasons.push(Reason::FinalAuditFailed {
+            id: s.ledger_id,
+            crossed: s.crossed.clone(),
+        });
+        verdict.open = false;
+        outcome.exit_code = EXIT_DRIFT;
+        outcome.verdict = Some(verdict.clone());
+        if !opts.force {
+            return Ok(None);
+        }
+        outcome.forced = opts.reason.clone();
+    }
+    outcome.verdict = Some(verdict.clone());
+    Ok(Some(s.ledger_id))
 }
 
 /// The batch size audit run `id` recorded (the final audit runs with the same).

@@ -30,6 +30,7 @@ mod options;
 mod plan;
 mod sqlite_rebuild;
 mod state;
+mod targets;
 mod test_pause;
 
 pub use archive::{ArchiveSummary, Checksum};
@@ -40,6 +41,7 @@ pub use plan::{instant_drop_supported, plan, Plan, Step};
 pub use sqlite_rebuild::{split_create_table, CreateTableParts};
 pub use state::{dropped_by, verdict};
 use state::{last_contract, table_columns};
+pub use targets::TargetArchive;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -93,8 +95,16 @@ impl Target {
 /// What a contract run found and did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ContractOutcome {
-    /// What is (or would be) dropped.
+    /// What is (or would be) dropped (with a `[contract]` section: its first target).
     pub target: Target,
+    /// With a `[contract]` section: every target, in the mapping's order (empty without one,
+    /// and for `drop = "nothing"`).
+    pub targets: Vec<Target>,
+    /// With a `[contract]` section: the counter's value as the mapping gives it (an SQL
+    /// expression, or `this.<column>`).
+    pub value: Option<String>,
+    /// With a `[contract]` section and `--execute`: each target's verified archive.
+    pub target_archives: Vec<TargetArchive>,
     /// Set when there is nothing left to drop (the message says why); nothing else is.
     pub nothing_to_drop: Option<String>,
     /// The gate's verdict (None when there is nothing left to drop).
@@ -178,6 +188,9 @@ pub async fn run(
     opts: &ContractOptions,
 ) -> Result<ContractOutcome> {
     check_options(opts)?;
+    if mapping.contract.is_some() {
+        return targets::run(conn, mapping, dialect, opts).await;
+    }
     let ctx = SqlContext::new(mapping, dialect);
     if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Err(input_error(
@@ -200,6 +213,9 @@ pub async fn run(
     if !has_column {
         return match last_contract(conn, dialect, &target).await? {
             Some(id) => Ok(ContractOutcome {
+                targets: Vec::new(),
+                value: None,
+                target_archives: Vec::new(),
                 nothing_to_drop: Some(format!(
                     "nothing left to drop: {}.{} is gone (dropped by contract run #{id})",
                     target.table, target.column
@@ -310,6 +326,9 @@ pub async fn run(
     };
     let mut outcome = ContractOutcome {
         target: target.clone(),
+        targets: Vec::new(),
+        value: None,
+        target_archives: Vec::new(),
         nothing_to_drop: None,
         verdict: Some(verdict.clone()),
         ddl,

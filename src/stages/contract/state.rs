@@ -29,6 +29,17 @@ pub(super) async fn table_columns(
         .collect()
 }
 
+/// The target `status` reads: the counter column, or with a `[contract]` section its first
+/// target (the one a finished `[contract]` run records as its `target` in the ledger).
+fn status_target(mapping: &Mapping) -> Target {
+    if mapping.contract.is_some() {
+        if let Ok(t) = super::targets::first_target(mapping) {
+            return t;
+        }
+    }
+    target_of(mapping, &ContractOptions::default())
+}
+
 /// The gate's verdict alone, for `status`: reads the ledger and the statement statistics,
 /// plans nothing and writes nothing.
 pub async fn verdict(
@@ -38,7 +49,7 @@ pub async fn verdict(
     gate_options: &GateOptions,
 ) -> Result<gate::Verdict> {
     let ctx = SqlContext::new(mapping, dialect);
-    let target = target_of(mapping, &ContractOptions::default());
+    let target = status_target(mapping);
     let statements = statement_use(conn, &ctx, &target.table, &target.column, mapping).await;
     let audits = read_audits(conn, dialect, &mapping.fingerprint).await?;
     let mut verdict = gate::decide(
@@ -63,7 +74,7 @@ pub async fn dropped_by(
     if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Ok(None);
     }
-    let target = target_of(mapping, &ContractOptions::default());
+    let target = status_target(mapping);
     last_contract(conn, dialect, &target).await
 }
 
