@@ -187,22 +187,26 @@ pub async fn for_audit(conn: &mut AnyConnection, dialect: Dialect, store_rows: b
 }
 
 /// `contract --execute`: write on the ledger, SELECT and INSERT on the archive table, and the
-/// right to change the counter's `table` (ALTER; DROP with `drop_table`), all probed before the
-/// final audit, the archive or the DDL write anything ([`missing_ddl_right`]).
+/// right to change each target table (`targets`: the table, unquoted, and whether the whole
+/// table is dropped: ALTER, or DROP), all probed before the final audit, the archive or the
+/// DDL write anything ([`missing_ddl_right`]).
 ///
-/// Errors (exit 3): as [`check`]; the DDL right as [`missing_ddl_right`] words it.
+/// Errors (exit 3): as [`check`]; the first missing DDL right as [`missing_ddl_right`] words it.
 pub async fn for_contract(
     conn: &mut AnyConnection,
     dialect: Dialect,
-    table: &str,
-    drop_table: bool,
+    targets: &[(&str, bool)],
     lock_timeout: std::time::Duration,
 ) -> Result<()> {
     for_contract_tables(conn, dialect).await?;
-    match missing_ddl_right(conn, dialect, table, drop_table, lock_timeout).await? {
-        Some(message) => Err(anyhow!(message)),
-        None => Ok(()),
+    for (table, drop_table) in targets {
+        if let Some(message) =
+            missing_ddl_right(conn, dialect, table, *drop_table, lock_timeout).await?
+        {
+            return Err(anyhow!(message));
+        }
     }
+    Ok(())
 }
 
 /// The right to change `table` (unquoted, maybe `schema.name`) that this session lacks, as a

@@ -349,8 +349,7 @@ pub async fn run(
     crate::db::privileges::for_contract(
         conn,
         dialect,
-        &target.table,
-        opts.drop_table,
+        &[(target.table.as_str(), opts.drop_table)],
         opts.lock_timeout,
     )
     .await?;

@@ -213,6 +213,20 @@ pub(super) async fn run(
         }
         let pl = plan(conn, &p.ctx, &p.target, opts).await?;
         notes.extend(pl.notes.iter().cloned());
+        if !opts.execute {
+            // The right to change each table, named in the dry run (issue 13; `--execute`
+            // stops on it before writing anything).
+            notes.extend(
+                crate::db::privileges::missing_ddl_right(
+                    conn,
+                    dialect,
+                    &p.target.table,
+                    p.target.drop_table,
+                    opts.lock_timeout,
+                )
+                .await?,
+            );
+        }
         ddl.push(format!(
             "-- {}: archived per row of {} ({}), verified, then:",
             p.target.describe(),
@@ -269,7 +283,12 @@ pub(super) async fn run(
     }
 
     // --execute.
-    crate::db::privileges::for_contract(conn, dialect).await?;
+    let ddl_targets: Vec<(&str, bool)> = planned
+        .iter()
+        .filter(|p| p.done_by.is_none())
+        .map(|p| (p.target.table.as_str(), p.target.drop_table))
+        .collect();
+    crate::db::privileges::for_contract(conn, dialect, &ddl_targets, opts.lock_timeout).await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(ContractOptionsRecord {
