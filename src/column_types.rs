@@ -188,6 +188,14 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
                 Role::Position,
             ));
         }
+        if let Some(j) = &mb.join_time {
+            out.push((
+                key("[members]", "join_time", j),
+                mb.table.clone(),
+                j.clone(),
+                Role::Time,
+            ));
+        }
         if let Some(col) = mb.active.as_deref().and_then(bare_column) {
             let p = mb.active.as_deref().unwrap_or_default();
             out.push((
@@ -231,16 +239,23 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
             _ => continue,
         };
         if let Some(src) = e.source() {
-            out.push((
-                key(
-                    &format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
-                    "column",
-                    &src.column,
-                ),
-                src.table.clone(),
-                src.column.clone(),
-                role,
-            ));
+            let section = format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str());
+            match &src.lookup {
+                // The column holds a key (any type): the lookup's position column is the
+                // position.
+                Some(l) => out.push((
+                    key(&section, "lookup.position", &l.position),
+                    l.table.clone(),
+                    l.position.clone(),
+                    Role::Position,
+                )),
+                None => out.push((
+                    key(&section, "column", &src.column),
+                    src.table.clone(),
+                    src.column.clone(),
+                    role,
+                )),
+            }
         }
     }
     out

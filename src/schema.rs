@@ -212,7 +212,8 @@ pub async fn preflight(
                 cols(&[
                     Some(&mb.user),
                     Some(&mb.conversation),
-                    mb.join_position.as_ref()
+                    mb.join_position.as_ref(),
+                    mb.join_time.as_ref()
                 ]),
                 own(
                     &mb.table,
@@ -248,18 +249,7 @@ pub async fn preflight(
             c.rows.as_deref().unwrap_or("1 = 1"),
         ),
     ));
-    for (i, e) in mapping.evidence.iter().enumerate() {
-        if let Some(src) = e.source() {
-            checks.push((
-                format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
-                format!(
-                    "SELECT {} FROM {} this WHERE 1 = 0",
-                    cols(&[Some(&src.user), Some(&src.conversation), Some(&src.column)]),
-                    q(&src.table),
-                ),
-            ));
-        }
-    }
+    checks.extend(evidence_checks(mapping, dialect, &own));
     for (section, sql) in checks {
         if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
             let e = anyhow::Error::from(e);
@@ -336,7 +326,68 @@ async fn check_counter_rows(
     )))
 }
 
-/// The table a preflight section (`[messages]`, `[[evidence]] #2 (position)`…) reads.
+/// Builds `FROM <table> this [LEFT JOIN … conv] [LEFT JOIN … usr]` from the table, the row
+/// names its predicate reads, the own row's conversation and user key columns.
+type OwnFrom<'a> = dyn Fn(&str, RowRefs, &str, Option<&str>) -> String + 'a;
+
+/// The preflight queries of the evidence: per `position` / `timestamp` entry its columns
+/// under its `filter` (the evidence row is `this`, as in the backfill), and its `lookup`
+/// table's key and position columns (section `[[evidence]] #N lookup`).
+/// `own` builds the FROM clause of an own row `this` with the `conv` / `usr` rows its
+/// predicate reads (as in [`preflight`]).
+fn evidence_checks(
+    mapping: &Mapping,
+    dialect: Dialect,
+    own: &OwnFrom<'_>,
+) -> Vec<(String, String)> {
+    let q = |s: &str| dialect.quote(s);
+    let mut checks = Vec::new();
+    for (i, e) in mapping.evidence.iter().enumerate() {
+        let Some(src) = e.source() else { continue };
+        let cols = [
+            Some(&src.user),
+            src.conversation.as_ref(),
+            Some(&src.column),
+        ]
+        .iter()
+        .flatten()
+        .map(|c| format!("this.{}", q(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+        checks.push((
+            format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
+            format!(
+                "SELECT {cols} FROM {} WHERE ({}) AND 1 = 0",
+                own(
+                    &src.table,
+                    RowRefs::of(src.filter.as_deref()),
+                    src.conversation.as_deref().unwrap_or_default(),
+                    Some(&src.user)
+                ),
+                src.filter.as_deref().unwrap_or("1 = 1"),
+            ),
+        ));
+        if let Some(l) = &src.lookup {
+            checks.push((
+                format!("[[evidence]] #{} lookup", i + 1),
+                format!(
+                    "SELECT tm_t.{}, tm_t.{}{} FROM {} tm_t WHERE 1 = 0",
+                    q(&l.key),
+                    q(&l.position),
+                    l.conversation
+                        .as_deref()
+                        .map(|c| format!(", tm_t.{}", q(c)))
+                        .unwrap_or_default(),
+                    q(&l.table)
+                ),
+            ));
+        }
+    }
+    checks
+}
+
+/// The table a preflight section (`[messages]`, `[[evidence]] #2 (position)`,
+/// `[[evidence]] #2 lookup`…) reads.
 fn checked_table(mapping: &Mapping, section: &str) -> String {
     match section {
         "[messages]" => mapping.messages.table.clone(),
@@ -361,7 +412,11 @@ fn checked_table(mapping: &Mapping, section: &str) -> String {
             .and_then(|r| r.split(' ').next())
             .and_then(|n| n.parse::<usize>().ok())
             .and_then(|n| mapping.evidence.get(n - 1))
-            .and_then(|e| e.source().map(|s| s.table.clone()))
+            .and_then(|e| e.source())
+            .map(|s| match &s.lookup {
+                Some(l) if section.ends_with(" lookup") => l.table.clone(),
+                _ => s.table.clone(),
+            })
             .unwrap_or_default(),
     }
 }

@@ -12,7 +12,7 @@ FROM (SELECT this.{{ msg.id }} AS id, this.{{ msg.conv }} AS conv, this.{{ msg.s
       FROM {{ a.own(msg.table, msg.joins, msg.conv, msg.sender) }}
       WHERE this.{{ msg.conv }} = {{ bind.conv }}
         AND this.{{ msg.id }} IN ({% for m in bind.messages %}{{ m }}{{ ", " if not loop.last }}{% endfor %})) am
-LEFT JOIN {{ a.members(mem, ctr, int) }} amb
+LEFT JOIN {{ a.members(mem, ctr, int, msg) }} amb
   ON amb.conv = am.conv AND amb.is_active = 1
  AND (am.sender IS NULL OR amb.usr <> am.sender)
  AND (amb.join_pos IS NULL OR am.id > amb.join_pos)

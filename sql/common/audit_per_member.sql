@@ -40,7 +40,7 @@ WITH tm_base AS (
   LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
   LEFT JOIN (SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
-                    {% if mem.join %}this.{{ mem.join }}{% else %}CAST(NULL AS {{ int }}){% endif %} AS join_pos,
+                    {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
              FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}

@@ -21,7 +21,7 @@
     `count_only`: return only the number of drifting messages (the backfill's change count). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
-{% set join_x = mem.join and ("this." ~ mem.join) or none %}
+{% set join_x = (mem.join or mem.join_time) and m.join_pos(mem, msg, int, "this") or none %}
 WITH tm_x AS (
   SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
          CAST(COALESCE(tm_w.last_read_id, 0) AS {{ int }}) AS wm

@@ -8,9 +8,11 @@
                                 correlated subquery where a join does it); aliases tm_e<i>…
       <kind>_value(e, i, ...) : the kind's raw evidence value for the member, a BIGINT or NULL
                                 when the member has none:
-        position   : the highest read position (a column, or the maximum over receipts)
+        position   : the highest read position (a column, or the maximum over receipts; a
+                     key resolved through the entry's lookup), over the rows its filter keeps
         timestamp  : the highest position created at or before the latest "read at" time, 0
-                     when nothing existed yet (a non-equality join, so a correlated MAX per
+                     when nothing existed yet (a time keyed by the user alone applies in each
+                     of the user's conversations) (a non-equality join, so a correlated MAX per
                      member that has a time, on the (conversation, created_at) index)
         counter    : the stored counter k; k <= 0 reads up to max_pos, 0 < k is resolved by the
                      counter rank (backfill_counter_rank.sql)
@@ -21,28 +23,37 @@
     see the caller's variables). A new kind, or a variant of one (a row filter, a lookup), is a
     new block here and an arm in backfill_plan.sql's dispatch macros below. -#}
 {% import "macros.sql" as m %}
+{% import "evidence_macros.sql" as evf %}
 
 {# ==== kind: position ==== #}
+{#- The rows of `e` (its table as `this`, the rows its filter reads, its lookup row:
+    evidence_macros.sql `from`), kept by its filter; the value is the looked-up position or the
+    column. -#}
 {% macro position_join(e, i, range, int) %}
-LEFT JOIN (SELECT tm_e.{{ e.conv }} AS conv, tm_e.{{ e.user }} AS usr, CAST(MAX(tm_e.{{ e.column }}) AS {{ int }}) AS v
-           FROM {{ e.table }} tm_e
-           WHERE 1 = 1{{ m.range("tm_e." ~ e.conv, range) }}
-           GROUP BY tm_e.{{ e.conv }}, tm_e.{{ e.user }}) tm_e{{ i }}
+LEFT JOIN (SELECT this.{{ e.conv }} AS conv, this.{{ e.user }} AS usr, CAST(MAX({{ evf.value(e) }}) AS {{ int }}) AS v
+           {{ evf.from(e) }}
+           WHERE 1 = 1{{ m.range("this." ~ e.conv, range) }}{{ evf.filter(e) }}
+           GROUP BY this.{{ e.conv }}, this.{{ e.user }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endmacro %}
 {% macro position_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
 
 {# ==== kind: timestamp ==== #}
+{#- Keyed by the user alone (no `e.conv`: a users table's "mark all as read" time), the time is
+    not a grouped join over the whole table per batch but the user's own rows, read per member
+    on the user key (a correlated MAX), and applies in each of the user's conversations. -#}
 {% macro timestamp_join(e, i, range) %}
-LEFT JOIN (SELECT tm_e.{{ e.conv }} AS conv, tm_e.{{ e.user }} AS usr, MAX(tm_e.{{ e.column }}) AS t
-           FROM {{ e.table }} tm_e
-           WHERE 1 = 1{{ m.range("tm_e." ~ e.conv, range) }}
-           GROUP BY tm_e.{{ e.conv }}, tm_e.{{ e.user }}) tm_e{{ i }}
+{% if e.conv %}
+LEFT JOIN (SELECT this.{{ e.conv }} AS conv, this.{{ e.user }} AS usr, MAX(this.{{ e.column }}) AS t
+           {{ evf.from(e) }}
+           WHERE 1 = 1{{ m.range("this." ~ e.conv, range) }}{{ evf.filter(e) }}
+           GROUP BY this.{{ e.conv }}, this.{{ e.user }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
+{% endif %}
 {% endmacro %}
-{% macro timestamp_value(e, i, msg, int) %}CASE WHEN tm_e{{ i }}.t IS NULL THEN NULL
+{% macro timestamp_value(e, i, msg, int) %}{% if e.conv %}{% set t = "tm_e" ~ i ~ ".t" %}{% else %}{% set t = "(SELECT MAX(this." ~ e.column ~ ") " ~ evf.from(e) ~ " WHERE this." ~ e.user ~ " = tm_s.usr" ~ evf.filter(e) ~ ")" %}{% endif %}CASE WHEN {{ t }} IS NULL THEN NULL
             ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-                   WHERE tm_m.{{ msg.conv }} = tm_s.conv AND tm_m.{{ msg.created_at }} <= tm_e{{ i }}.t)
+                   WHERE tm_m.{{ msg.conv }} = tm_s.conv AND tm_m.{{ msg.created_at }} <= {{ t }})
        END{% endmacro %}
 
 {# ==== kind: counter ==== #}

@@ -38,3 +38,9 @@
 {% macro counter_value_of(ctr, int, conv, usr) %}(SELECT CAST({% if ctr.sum %}SUM{% else %}MAX{% endif %}({{ ctr.value }}) AS {{ int }})
           FROM {{ own(ctr.table, ctr.joins, ctr.conv, ctr.user) }}
           WHERE {{ pred(ctr.rows) }} AND this.{{ ctr.conv }} = {{ conv }} AND this.{{ ctr.user }} = {{ usr }}){% endmacro %}
+
+{#- A member's join position (NULL when none; positions at or below it are not the member's):
+    `members.join_position`, or from `members.join_time` the highest message position of the
+    member's conversation created at or before that time (0 when none; NULL when the time is
+    NULL). `row`: the members row's alias, or none for an unaliased members table. -#}
+{% macro join_pos(mem, msg, int, row) %}{% if mem.join %}{% if row %}{{ row }}.{% endif %}{{ mem.join }}{% elif mem.join_time %}{% set r = row or mem.table %}CASE WHEN {{ r }}.{{ mem.join_time }} IS NULL THEN NULL ELSE (SELECT CAST(COALESCE(MAX(tm_j.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_j WHERE tm_j.{{ msg.conv }} = {{ r }}.{{ mem.conv }} AND tm_j.{{ msg.created_at }} <= {{ r }}.{{ mem.join_time }}) END{% else %}CAST(NULL AS {{ int }}){% endif %}{% endmacro %}

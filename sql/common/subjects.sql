@@ -5,7 +5,7 @@
     join_pos, is_active (1 or 0). -#}
 {% import "macros.sql" as m %}
 {% if mem %}
-SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr, {% if mem.join %}this.{{ mem.join }}{% else %}CAST(NULL AS {{ int }}){% endif %} AS join_pos,
+SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr, {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
        CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
 FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
 WHERE 1 = 1{{ m.range("this." ~ mem.conv, range) }}

@@ -562,6 +562,8 @@ pub struct MemIdents {
     pub conv: String,
     pub active: Option<String>,
     pub join: Option<String>,
+    /// `join_time`, quoted: the join position is derived from it (macros.sql `join_pos`).
+    pub join_time: Option<String>,
     /// The rows `active` reads besides its own (`conv`, `usr`).
     pub joins: Joins,
 }
@@ -584,7 +586,7 @@ pub struct CtrIdents {
     pub joins: Joins,
 }
 
-/// One quoted `[[evidence]]` entry.
+/// One quoted `[[evidence]]` entry (`conv` empty for a timestamp keyed by the user alone).
 #[derive(Debug, Clone, Serialize)]
 pub struct EvIdents {
     pub kind: &'static str,
@@ -592,6 +594,23 @@ pub struct EvIdents {
     pub user: String,
     pub conv: String,
     pub column: String,
+    /// The row filter as written (over the evidence row `this`).
+    pub filter: Option<String>,
+    /// The position lookup, quoted.
+    pub lookup: Option<LookupIdents>,
+    /// The rows `filter` reads besides its own (`conv`, `usr`).
+    pub joins: Joins,
+}
+
+/// A quoted evidence `lookup`: the key column's value is matched against `table.key`, whose
+/// `position` is the read position.
+#[derive(Debug, Clone, Serialize)]
+pub struct LookupIdents {
+    pub table: String,
+    pub key: String,
+    pub position: String,
+    /// The lookup table's conversation column, when given.
+    pub conv: Option<String>,
 }
 
 impl SqlContext {
@@ -627,6 +646,7 @@ impl SqlContext {
                 conv: q(&mb.conversation),
                 active: mb.active.clone(),
                 join: oq(&mb.join_position),
+                join_time: oq(&mb.join_time),
                 joins: Joins::new(mapping, dialect, RowRefs::of(mb.active.as_deref())),
             }),
             ctr: CtrIdents {
@@ -652,8 +672,23 @@ impl SqlContext {
                         kind: e.kind().as_str(),
                         table: src.map(|s| q(&s.table)).unwrap_or_default(),
                         user: src.map(|s| q(&s.user)).unwrap_or_default(),
-                        conv: src.map(|s| q(&s.conversation)).unwrap_or_default(),
+                        conv: src
+                            .and_then(|s| s.conversation.as_deref())
+                            .map(q)
+                            .unwrap_or_default(),
                         column: src.map(|s| q(&s.column)).unwrap_or_default(),
+                        filter: src.and_then(|s| s.filter.clone()),
+                        joins: Joins::new(
+                            mapping,
+                            dialect,
+                            RowRefs::of(src.and_then(|s| s.filter.as_deref())),
+                        ),
+                        lookup: src.and_then(|s| s.lookup.as_ref()).map(|l| LookupIdents {
+                            table: q(&l.table),
+                            key: q(&l.key),
+                            position: q(&l.position),
+                            conv: l.conversation.as_deref().map(q),
+                        }),
                     }
                 })
                 .collect(),

@@ -12,6 +12,10 @@ use super::SqlContext;
 const TEMPLATES: &[(&str, &str)] = &[
     ("macros.sql", include_str!("../../sql/common/macros.sql")),
     (
+        "evidence_macros.sql",
+        include_str!("../../sql/common/evidence_macros.sql"),
+    ),
+    (
         "audit_per_member.sql",
         include_str!("../../sql/common/audit_per_member.sql"),
     ),

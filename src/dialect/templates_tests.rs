@@ -152,7 +152,64 @@ columns = [\"chat.conversations.total\", \"chat.members.seen\"]
 kind = \"counter\"
 {WATERMARKS}"
     );
+    // The evidence forms of issue 12: a filter (reading `conv`), a lookup, a timestamp keyed
+    // by the user alone, and a join position from a join time.
+    let evidence_forms = format!(
+        "{MESSAGES}
+[conversations]
+table = \"chat.conversations\"
+key = \"conv_id\"
+
+[members]
+table = \"chat.members\"
+user = \"user_id\"
+conversation = \"conv_id\"
+join_time = \"joined_at\"
+
+[counter]
+shape = \"per_member\"
+table = \"chat.unread_counters\"
+user = \"user_id\"
+conversation = \"conv_id\"
+column = \"unread_count\"
+
+[[evidence]]
+kind = \"position\"
+table = \"chat.receipts\"
+user = \"user_id\"
+conversation = \"conv_id\"
+column = \"event_id\"
+filter = \"this.kind IN ('read', 'read.private') AND conv.archived = 0\"
+lookup = {{ table = \"chat.events\", key = \"event_id\", position = \"pos\", conversation = \"conv_id\" }}
+
+[[evidence]]
+kind = \"timestamp\"
+table = \"chat.users\"
+user = \"id\"
+column = \"marked_all_read_at\"
+filter = \"this.deleted = 0\"
+
+[[evidence]]
+kind = \"counter\"
+{WATERMARKS}"
+    );
+    let per_message_join_time = format!(
+        "{MESSAGES}
+[members]
+table = \"chat.members\"
+user = \"user_id\"
+conversation = \"conv_id\"
+join_time = \"joined_at\"
+
+[counter]
+shape = \"per_message\"
+column = \"unread_by\"
+{POSITION_TIMESTAMP}
+{WATERMARKS}"
+    );
     [
+        ("per_member, evidence forms", evidence_forms),
+        ("per_message, join_time", per_message_join_time),
         ("issue 12 rows and expressions", rows_form),
         ("per_member with [members]", per_member),
         ("per_member without [members]", bare_per_member),

@@ -458,8 +458,9 @@ fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
             || (c.class == TypeClass::Integer && lower(&c.name).ends_with("_at"));
         if is_time {
             notes.push(format!(
-                "{} is a join time, not a position: map a view whose join_position is the \
-                 highest message position created at or before it",
+                "{0} is a join time, not a position: add join_time = \"{0}\" (the join \
+                 position is the highest message position created at or before it; needs \
+                 messages.created_at)",
                 c.name
             ));
         } else if c.class == TypeClass::Integer && join_position.is_none() {

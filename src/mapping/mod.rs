@@ -3,18 +3,22 @@
 //! file").
 //!
 //! Every identifier is validated here and quoted later by the dialect; predicates
-//! (`countable`, `legacy_countable`, `active`) are SQL the DBA writes and owns, checked only for
-//! statement separators and comments. A file that does not parse, has an unknown key or an
+//! (`countable`, `legacy_countable`, `active`, an evidence `filter`) are SQL the DBA writes and
+//! owns, checked here for statement separators and comments and later parsed in the dialect's
+//! grammar ([`Mapping::check_predicates`]). A file that does not parse, has an unknown key or an
 //! invalid identifier is reported as `file:line:col: what is wrong` (exit 2).
 //!
 //! [`parse`] reads the TOML and builds a [`Mapping`]; [`validate`] holds the identifier and
-//! predicate rules and the checks between sections (shape, evidence kinds).
+//! predicate rules and the checks between sections (shape, evidence kinds, the evidence forms:
+//! `filter`, `lookup`, a timestamp keyed by the user alone, `[members] join_time`).
 
 use serde::Deserialize;
 use std::path::Path;
 
 use crate::error::input_error;
 
+#[cfg(test)]
+mod evidence_forms_tests;
 mod parse;
 mod policy;
 mod predicates;
@@ -89,6 +93,11 @@ pub struct Members {
     pub active: Option<String>,
     /// Column: positions at or below it are not the member's.
     pub join_position: Option<String>,
+    /// Column: the time the member joined; the join position is the highest message position
+    /// created at or before it (0 when none), as for [`Members::join_position`]. Exclusive with
+    /// `join_position`; needs `messages.created_at`. Left out of the fingerprint when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_time: Option<String>,
 }
 
 /// The legacy counter's shape (`shared/spec/semantics.md`, "Legacy shapes").
@@ -169,18 +178,48 @@ pub enum Evidence {
     OwnMessage,
 }
 
-/// The table and columns a `position` or `timestamp` evidence reads (all four required by
-/// the mapping file).
+/// The table and columns a `position` or `timestamp` evidence reads (`table`, `user` and
+/// `column` always; `conversation` except for a timestamp keyed by the user alone), with the
+/// optional row filter and position lookup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvidenceSource {
     /// Table, optionally `schema.table`.
     pub table: String,
     /// User key column.
     pub user: String,
-    /// Conversation key column.
-    pub conversation: String,
-    /// Position column (`position`) or time column (`timestamp`).
+    /// Conversation key column. `None` only for `timestamp` evidence keyed by the user alone
+    /// (e.g. a users table's "mark all as read" time): its time applies in each of the user's
+    /// conversations.
+    pub conversation: Option<String>,
+    /// Position column (`position`), time column (`timestamp`), or, with a [`Lookup`], the
+    /// column holding the key the lookup resolves (e.g. an event id).
     pub column: String,
+    /// `filter`: an SQL predicate over the evidence row (named `this`); rows where it is not
+    /// true are not evidence (e.g. only receipts of type `m.read`).
+    pub filter: Option<String>,
+    /// `lookup` (`position` only): `column` holds a key resolved to a position through
+    /// another table.
+    pub lookup: Option<Lookup>,
+}
+
+/// `lookup = { table = "events", key = "event_id", position = "stream_ordering" }` on a
+/// `position` evidence: the evidence column's value is matched against `table.key`, and the
+/// matching row's `position` is the read position (a key that matches no row is no evidence;
+/// the key should be unique in `table`: with several matches the highest position counts).
+/// With `conversation` (a column of `table`), only a row of the evidence row's conversation
+/// matches.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lookup {
+    /// The table to look the key up in, optionally `schema.table`.
+    pub table: String,
+    /// The column of `table` the evidence column's value is matched against.
+    pub key: String,
+    /// The column of `table` holding the position (an integer, as `messages.id`).
+    pub position: String,
+    /// Optional: the column of `table` holding the conversation key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 impl Evidence {

@@ -8,7 +8,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::{
-    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Mapping, Members, Messages,
+    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Lookup, Mapping, Members, Messages,
     PredicateSite, Watermarks,
 };
 use crate::error::input_error;
@@ -30,8 +30,9 @@ pub(super) struct RawMapping {
 }
 
 /// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
-/// checked which ones its kind needs. Its JSON (all five keys, `null` when absent) is part of
-/// the mapping's fingerprint, so its fields and their names must not change.
+/// checked which ones its kind needs. Its JSON (the first five keys always, `null` when absent;
+/// `filter` and `lookup` only when given) is part of the mapping's fingerprint, so its fields
+/// and their names must not change.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename = "Evidence")] // the name serde's messages give
 pub(super) struct RawEvidence {
@@ -40,6 +41,10 @@ pub(super) struct RawEvidence {
     pub(super) user: Option<String>,
     pub(super) conversation: Option<String>,
     pub(super) column: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lookup: Option<Lookup>,
 }
 
 impl RawEvidence {
@@ -50,8 +55,10 @@ impl RawEvidence {
             Some(EvidenceSource {
                 table: self.table.clone()?,
                 user: self.user.clone()?,
-                conversation: self.conversation.clone()?,
+                conversation: self.conversation.clone(),
                 column: self.column.clone()?,
+                filter: self.filter.clone(),
+                lookup: self.lookup.clone(),
             })
         };
         Some(match self.kind {
@@ -61,6 +68,38 @@ impl RawEvidence {
             EvidenceKind::OwnMessage => Evidence::OwnMessage,
         })
     }
+}
+
+/// The row names of each evidence `filter` (issue 12): `conv.` needs `[conversations]` and a
+/// conversation key on the evidence row (a timestamp keyed by the user alone has none), `usr.`
+/// needs `[users]`.
+///
+/// Errors (exit 2, `file:line:col:` at the filter).
+fn evidence_row_names(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+    evidence: &[RawEvidence],
+    has_conv: bool,
+    has_usr: bool,
+) -> anyhow::Result<()> {
+    let ck = super::rows::RowChecks { loc };
+    let has = super::RowRefs {
+        conv: has_conv,
+        usr: has_usr,
+    };
+    for (e, t) in evidence.iter().zip(&raw.evidence) {
+        let Some(filter) = e.filter.as_deref() else {
+            continue;
+        };
+        if e.conversation.is_none() && super::RowRefs::of(Some(filter)).conv {
+            return Err(loc.at(
+                loc.value_span(t, "filter").or(Some(t.span())),
+                "evidence.filter reads `conv.`, but this evidence has no conversation key (a timestamp keyed by the user alone applies in each of the user's conversations)",
+            ));
+        }
+        ck.row_names(t, "evidence.filter", Some(filter), has, true)?;
+    }
+    Ok(())
 }
 
 /// Turns a span of the mapping text into `origin:line:col: message` errors (exit 2).
@@ -120,6 +159,13 @@ impl Mapping {
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
         let (conversations, users, contract) =
             super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
+        evidence_row_names(
+            &loc,
+            &raw,
+            &evidence,
+            conversations.is_some(),
+            users.is_some(),
+        )?;
         let mut normalised = serde_json::json!({
             "messages": messages, "members": members, "counter": counter,
             "evidence": evidence, "watermarks": watermarks,
@@ -174,6 +220,17 @@ impl Mapping {
                 predicates.push(PredicateSite {
                     key: key.to_string(),
                     text: pred.clone(),
+                    at: format!("{origin}:{line}:{col}"),
+                });
+            }
+        }
+        for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
+            if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
+                let span = loc.value_span(table, "filter");
+                let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
+                predicates.push(PredicateSite {
+                    key: format!("evidence[{}].filter", i + 1),
+                    text: filter.clone(),
                     at: format!("{origin}:{line}:{col}"),
                 });
             }

@@ -22,7 +22,8 @@ pub struct PredicateSite {
 
 impl Mapping {
     /// Parses every predicate of the mapping (`messages.countable`,
-    /// `messages.legacy_countable`, `members.active`) as one expression of `dialect`'s SQL.
+    /// `messages.legacy_countable`, `members.active`, each evidence `filter` as
+    /// `evidence[N].filter`) as one expression of `dialect`'s SQL.
     /// Called once, where the command learns the dialect and before it connects.
     ///
     /// Errors (exit 2): `origin:line:col: section.key: … does not parse as a … expression: …`

@@ -22,7 +22,7 @@ pub(super) fn mapping(
     let ck = Checker { loc };
     ck.messages(&raw.messages, messages)?;
     if let (Some(t), Some(mb)) = (&raw.members, members) {
-        ck.members(t, mb)?;
+        ck.members(t, mb, messages)?;
     }
     ck.counter(&raw.counter, counter, messages, members.is_some())?;
     for (e, raw_e) in evidence.iter().zip(&raw.evidence) {
@@ -102,13 +102,47 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn members(&self, t: &Spanned<toml::Table>, mb: &Members) -> anyhow::Result<()> {
+    /// `members.join_time`: an identifier, not with `join_position`, and only with
+    /// `messages.created_at` (the join position is the highest position created at or before
+    /// it).
+    fn join_time(
+        &self,
+        t: &Spanned<toml::Table>,
+        mb: &Members,
+        messages: &Messages,
+    ) -> anyhow::Result<()> {
+        let Some(j) = &mb.join_time else {
+            return Ok(());
+        };
+        self.ident(t, "members", "join_time", j, false)?;
+        if mb.join_position.is_some() {
+            return Err(self.at(
+                self.key_span(t, "join_time"),
+                "members.join_time: give either join_position (a message position) or join_time (a time), not both",
+            ));
+        }
+        if messages.created_at.is_none() {
+            return Err(self.at(
+                self.key_span(t, "join_time"),
+                "members.join_time needs messages.created_at: the join position is the highest message position created at or before it",
+            ));
+        }
+        Ok(())
+    }
+
+    fn members(
+        &self,
+        t: &Spanned<toml::Table>,
+        mb: &Members,
+        messages: &Messages,
+    ) -> anyhow::Result<()> {
         self.ident(t, "members", "table", &mb.table, true)?;
         self.ident(t, "members", "user", &mb.user, false)?;
         self.ident(t, "members", "conversation", &mb.conversation, false)?;
         if let Some(j) = &mb.join_position {
             self.ident(t, "members", "join_position", j, false)?;
         }
+        self.join_time(t, mb, messages)?;
         if let Some(p) = &mb.active {
             self.pred(t, "members", "active", p)?;
         }
@@ -175,6 +209,9 @@ impl Checker<'_> {
     ) -> anyhow::Result<()> {
         match e.kind {
             EvidenceKind::Position | EvidenceKind::Timestamp => {
+                // A timestamp may be keyed by the user alone (a per-user "mark all as read"
+                // time, resolved in each of the user's conversations).
+                let user_only = e.kind == EvidenceKind::Timestamp && e.conversation.is_none();
                 for (key, value) in [
                     ("table", &e.table),
                     ("user", &e.user),
@@ -182,11 +219,19 @@ impl Checker<'_> {
                     ("column", &e.column),
                 ] {
                     let Some(value) = value else {
+                        if key == "conversation" && user_only {
+                            continue;
+                        }
                         return Err(self.at(
                             Some(raw_e.span()),
                             &format!(
-                                "evidence.{key} is required for kind \"{}\"",
-                                e.kind.as_str()
+                                "evidence.{key} is required for kind \"{}\"{}",
+                                e.kind.as_str(),
+                                if key == "conversation" {
+                                    " (only a timestamp may be keyed by the user alone)"
+                                } else {
+                                    ""
+                                }
                             ),
                         ));
                     };
@@ -198,9 +243,17 @@ impl Checker<'_> {
                         "evidence kind \"timestamp\" needs messages.created_at",
                     ));
                 }
+                self.evidence_extras(raw_e, e)?;
             }
             EvidenceKind::Counter | EvidenceKind::OwnMessage => {
-                for key in ["table", "user", "conversation", "column"] {
+                for key in [
+                    "table",
+                    "user",
+                    "conversation",
+                    "column",
+                    "filter",
+                    "lookup",
+                ] {
                     if self.key_span(raw_e, key).is_some() {
                         return Err(self.at(
                             self.key_span(raw_e, key),
@@ -219,6 +272,41 @@ impl Checker<'_> {
                 if e.kind == EvidenceKind::Counter && counter.shape == Shape::PerMessage {
                     return Err(self.at(Some(raw_e.span()), "evidence kind \"counter\" needs shape \"per_member\": a per-message counter has no watermark to derive (semantics.md, Backfill)"));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// An evidence entry's `filter` (one expression) and `lookup` (`position` only: three
+    /// identifiers).
+    fn evidence_extras(&self, raw_e: &Spanned<toml::Table>, e: &RawEvidence) -> anyhow::Result<()> {
+        if let Some(f) = &e.filter {
+            self.pred(raw_e, "evidence", "filter", f)?;
+        }
+        if let Some(l) = &e.lookup {
+            if e.kind != EvidenceKind::Position {
+                return Err(self.at(
+                    self.key_span(raw_e, "lookup"),
+                    &format!(
+                        "evidence.lookup: kind \"{}\" reads a time; a lookup resolves a key to a position (kind \"position\")",
+                        e.kind.as_str()
+                    ),
+                ));
+            }
+            for (key, value) in [
+                ("table", &l.table),
+                ("key", &l.key),
+                ("position", &l.position),
+            ]
+            .into_iter()
+            .chain(l.conversation.as_ref().map(|c| ("conversation", c)))
+            {
+                check_identifier(value, key == "table").map_err(|why| {
+                    self.at(
+                        self.key_span(raw_e, "lookup").or(Some(raw_e.span())),
+                        &format!("evidence.lookup.{key} = {value:?}: {why}"),
+                    )
+                })?;
             }
         }
         Ok(())

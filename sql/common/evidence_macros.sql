@@ -1,0 +1,17 @@
+{#- The pieces of `position` and `timestamp` evidence that depend on the mapping's evidence
+    forms (semantics.md "Backfill"), for evidence.sql's per-kind blocks. Every argument is passed
+    in. The evidence row is named `this` (an evidence `filter` may say `this.receipt_type`), the
+    conversation and user rows `conv` and `usr` (joined only when the filter reads them, as
+    macros.sql `own`); a lookup's row is `tm_l`. -#}
+
+{#- FROM of one evidence entry `e`: its table as `this`, the `conv` / `usr` rows its filter
+    reads, and the lookup row its key names (a key that names no row is no evidence; with the
+    lookup's `conversation`, a row of the same conversation only). -#}
+{% macro from(e) %}FROM {{ e.table }} this{% if e.joins.conv %} LEFT JOIN {{ e.joins.conv.table }} conv ON conv.{{ e.joins.conv.key }} = this.{{ e.conv }}{% endif %}{% if e.joins.usr %} LEFT JOIN {{ e.joins.usr.table }} usr ON usr.{{ e.joins.usr.key }} = this.{{ e.user }}{% endif %}{% if e.lookup %} JOIN {{ e.lookup.table }} tm_l ON tm_l.{{ e.lookup.key }} = this.{{ e.column }}{% if e.lookup.conv %} AND tm_l.{{ e.lookup.conv }} = this.{{ e.conv }}{% endif %}{% endif %}{% endmacro %}
+
+{#- The entry's row filter as ` AND (…)`, or nothing. -#}
+{% macro filter(e) %}{% if e.filter %} AND ({{ e.filter }}){% endif %}{% endmacro %}
+
+{#- The value one evidence row gives: the looked-up position, or the column itself. -#}
+{% macro value(e) %}{% if e.lookup %}tm_l.{{ e.lookup.position }}{% else %}this.{{ e.column }}{% endif %}{% endmacro %}
+
