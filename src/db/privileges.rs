@@ -163,7 +163,12 @@ pub async fn for_backfill(
             privileges: WRITE,
         },
     ];
-    check(conn, dialect, &needs).await
+    check(conn, dialect, &needs).await?;
+    let probes = dialect.backfill_privilege_probes();
+    match first_refused(conn, dialect, watermarks, &probes).await? {
+        Some(message) => Err(anyhow!(message)),
+        None => Ok(()),
+    }
 }
 
 /// `audit` with its ledger: write on the ledger (and the drift rows table with
@@ -251,68 +256,82 @@ pub async fn missing_ddl_right(
         }
         DdlProbe::Refused(probes) => {
             crate::lock::set_lock_timeout(conn, dialect, lock_timeout).await?;
-            for p in probes {
-                if let Some((sql, binds)) = &p.skip_if {
-                    let mut q = sqlx::query_scalar::<_, i64>(sql);
-                    for b in binds {
-                        q = q.bind(b.clone());
-                    }
-                    if q.fetch_one(&mut *conn).await? > 0 {
-                        continue;
-                    }
-                }
-                let e = match sqlx::raw_sql(&p.sql).execute(&mut *conn).await {
-                    // Accepted (then undone), or refused for another reason: the right is there.
-                    Ok(_) => {
-                        if let Some(undo) = &p.undo {
-                            sqlx::raw_sql(undo).execute(&mut *conn).await?;
-                        }
-                        continue;
-                    }
-                    Err(e) => anyhow::Error::from(e),
-                };
-                if !is_permission_denied(&e) {
-                    if crate::lock::is_lock_wait(&e) {
-                        return Err(e.context(format!(
-                            "checking the ALTER privilege on {table}: a lock wait gave up"
-                        )));
-                    }
-                    continue;
-                }
-                let why = e
-                    .chain()
-                    .find_map(|c| match c.downcast_ref::<sqlx::Error>() {
-                        Some(sqlx::Error::Database(db)) => Some(db.message().to_string()),
-                        _ => None,
-                    })
-                    .unwrap_or_else(|| e.to_string());
-                let who = grantee_or_placeholder(conn, dialect).await;
-                let (what, on) = if p.on_database {
-                    let schema = match table.split_once('.') {
-                        Some((schema, _)) => schema.to_string(),
-                        None => {
-                            let row = sqlx::query("SELECT DATABASE()")
-                                .fetch_one(&mut *conn)
-                                .await?;
-                            text(&row, 0)?.unwrap_or_default()
-                        }
-                    };
-                    (
-                        format!("in database {schema} (the DROP runs under it on {table})"),
-                        format!("{}.*", dialect.quote(&schema)),
-                    )
-                } else {
-                    (format!("table {table}"), dialect.quote(table))
-                };
-                return Ok(Some(format!(
-                    "permission denied: this user may not {} {what} ({why}); missing: GRANT {} ON {on} TO {who}",
-                    p.privileges,
-                    p.privileges,
-                )));
-            }
-            Ok(None)
+            first_refused(conn, dialect, table, &probes).await
         }
     }
+}
+
+/// The first of `probes` the server refuses for want of a privilege, as a "permission denied:
+/// … missing: GRANT …" message naming `table` (or the database, for a probe `on_database`);
+/// None when every probe passes (accepted and undone, or refused for another reason).
+///
+/// Errors (exit 3): a lock wait that gave up, or a database failure of a `skip_if` query.
+async fn first_refused(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    table: &str,
+    probes: &[crate::dialect::RefusedProbe],
+) -> Result<Option<String>> {
+    for p in probes {
+        if let Some((sql, binds)) = &p.skip_if {
+            let mut q = sqlx::query_scalar::<_, i64>(sql);
+            for b in binds {
+                q = q.bind(b.clone());
+            }
+            if q.fetch_one(&mut *conn).await? > 0 {
+                continue;
+            }
+        }
+        let e = match sqlx::raw_sql(&p.sql).execute(&mut *conn).await {
+            // Accepted (then undone), or refused for another reason: the right is there.
+            Ok(_) => {
+                if let Some(undo) = &p.undo {
+                    sqlx::raw_sql(undo).execute(&mut *conn).await?;
+                }
+                continue;
+            }
+            Err(e) => anyhow::Error::from(e),
+        };
+        if !is_permission_denied(&e) {
+            if crate::lock::is_lock_wait(&e) {
+                return Err(e.context(format!(
+                    "checking the ALTER privilege on {table}: a lock wait gave up"
+                )));
+            }
+            continue;
+        }
+        let why = e
+            .chain()
+            .find_map(|c| match c.downcast_ref::<sqlx::Error>() {
+                Some(sqlx::Error::Database(db)) => Some(db.message().to_string()),
+                _ => None,
+            })
+            .unwrap_or_else(|| e.to_string());
+        let who = grantee_or_placeholder(conn, dialect).await;
+        let (what, on) = if p.on_database {
+            let schema = match table.split_once('.') {
+                Some((schema, _)) => schema.to_string(),
+                None => {
+                    let row = sqlx::query("SELECT DATABASE()")
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    text(&row, 0)?.unwrap_or_default()
+                }
+            };
+            (
+                format!("in database {schema} ({}; table {table})", p.why),
+                format!("{}.*", dialect.quote(&schema)),
+            )
+        } else {
+            (format!("table {table}"), dialect.quote(table))
+        };
+        return Ok(Some(format!(
+                "permission denied: this user may not {} {what} ({why}); missing: GRANT {} ON {on} TO {who}",
+                p.privileges,
+                p.privileges,
+            )));
+    }
+    Ok(None)
 }
 
 /// `contract --execute`'s tables: write on the ledger, SELECT and INSERT on the archive table.

@@ -104,6 +104,8 @@ pub struct RefusedProbe {
     /// The privilege is granted on a whole database (`LOCK TABLES`): the GRANT names
     /// `` `database`.* `` (the table's schema, or the session's database) instead of the table.
     pub on_database: bool,
+    /// Why the stage needs it, for the message (`the DDL runs under LOCK TABLES … WRITE`).
+    pub why: &'static str,
 }
 
 pub trait SqlDialect: Sync + std::fmt::Debug {
@@ -272,6 +274,15 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
     /// no privileges (SQLite).
     fn ddl_privilege_probe(&self, _table: &str, _drop_table: bool) -> Option<DdlProbe> {
         None
+    }
+
+    /// What `backfill` needs beyond write on the watermark table and the ledger, probed the
+    /// same way before it writes anything: MySQL/MariaDB plan each batch into a temporary
+    /// table (`sql/mysql/backfill_write.sql`), which needs CREATE TEMPORARY TABLES. Empty
+    /// where nothing else is needed (PostgreSQL plans in one statement; SQLite has no
+    /// privileges).
+    fn backfill_privilege_probes(&self) -> Vec<RefusedProbe> {
+        Vec::new()
     }
     // ---- end transactions, locks and catalog ----
 

@@ -284,6 +284,7 @@ impl SqlDialect for Mysql {
                 skip_if: None,
                 undo: None,
                 on_database: false,
+                why: "",
             },
             super::RefusedProbe {
                 privileges: "LOCK TABLES",
@@ -291,6 +292,7 @@ impl SqlDialect for Mysql {
                 skip_if: None,
                 undo: Some("UNLOCK TABLES".to_string()),
                 on_database: true,
+                why: "the DDL runs under LOCK TABLES … WRITE",
             },
         ];
         if drop_table {
@@ -306,9 +308,23 @@ impl SqlDialect for Mysql {
                 )),
                 undo: None,
                 on_database: false,
+                why: "",
             });
         }
         Some(super::DdlProbe::Refused(probes))
+    }
+
+    /// `CREATE TEMPORARY TABLE` of a probe table, dropped again at once: each batch plans its
+    /// watermarks into the temporary table `tm_plan`.
+    fn backfill_privilege_probes(&self) -> Vec<super::RefusedProbe> {
+        vec![super::RefusedProbe {
+            privileges: "CREATE TEMPORARY TABLES",
+            sql: "CREATE TEMPORARY TABLE tm_privilege_probe (x INT)".to_string(),
+            skip_if: None,
+            undo: Some("DROP TEMPORARY TABLE tm_privilege_probe".to_string()),
+            on_database: true,
+            why: "each batch plans its watermarks in a temporary table before it writes",
+        }]
     }
     // ---- end transactions, locks and catalog ----
 
