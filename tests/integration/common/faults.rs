@@ -255,7 +255,10 @@ pub async fn session_id(conn: &mut AnyConnection, backend: Backend) -> i64 {
 
 /// The server session of database `db` (not one of `mine`) that waits for a lock now: a
 /// PostgreSQL backend with `wait_event_type = 'Lock'`, a MariaDB/MySQL connection in an
-/// InnoDB lock wait or waiting for a metadata lock.
+/// InnoDB lock wait or waiting for a metadata lock, or running an INSERT into the watermark
+/// table for 2 s or more: MariaDB 10.11 leaves out of INNODB_TRX the transaction of the
+/// backfill's INSERT … SELECT from its temporary plan table while SHOW ENGINE INNODB STATUS
+/// shows it in LOCK WAIT (seen with the set-based backfill; the state says "Sending data").
 pub async fn waiting_session(
     admin: &mut AnyConnection,
     backend: Backend,
@@ -272,7 +275,8 @@ pub async fn waiting_session(
         Backend::Mysql => format!(
             "SELECT CAST(p.ID AS SIGNED) FROM information_schema.PROCESSLIST p \
              WHERE p.DB = '{db}' AND p.ID NOT IN ({not_mine}) AND (p.STATE LIKE 'Waiting for%lock%' \
-             OR p.ID IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT')) \
+             OR p.ID IN (SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT') \
+             OR (p.COMMAND IN ('Query', 'Execute') AND p.TIME >= 2 AND p.INFO LIKE 'INSERT INTO%read_watermarks%')) \
              LIMIT 1"
         ),
         Backend::Sqlite => return None,
