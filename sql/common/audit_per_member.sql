@@ -22,6 +22,8 @@
     (the same batch bound again, so each engine reads the messages by an index range).
     Predicates and the counter's value see their own row as `this` (and `conv`, `usr`
     where they read them: macros.sql `own`, `counter_rows`).
+    `range_wm` on the watermarks and `range_mem` on the members (when mapped): each table read
+    by its own index range, never joined whole.
     `count_only`: return only the number of drifting rows (the backfill's change count),
     without the second pass: `range3` is then not placed (bind the batch twice). -#}
 {% import "macros.sql" as m %}
@@ -37,12 +39,17 @@ WITH tm_base AS (
          CAST(NULL AS {{ int }}) AS join_pos
 {% endif %}
   FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_k
-  LEFT JOIN {{ wm }} tm_w ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
+  LEFT JOIN (SELECT tm_w0.conversation_id AS conversation_id, tm_w0.user_id AS user_id,
+                    tm_w0.last_read_id AS last_read_id, tm_w0.source AS source
+             FROM {{ wm }} tm_w0
+             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm) }}) tm_w
+         ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
   LEFT JOIN (SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
                     {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
-             FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
+             FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
+             WHERE 1 = 1{{ m.range("this." ~ mem.conv, range_mem) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}
 ),
 tm_t AS {{ materialized }} (

@@ -257,6 +257,8 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         range => range(dialect, 1, full),
                         range2 => range(dialect, 5, full),
                         range3 => range(dialect, 9, full),
+                        range_wm => range(dialect, 13, full),
+                        range_mem => range(dialect, 17, full),
                         count_only => count_only,
                         unit => unit,
                         limit => 1000,

@@ -107,7 +107,7 @@ pub(super) async fn audit_batches(
                     .await?
                     .try_get("n")?;
                 // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
-                let rows = bind_batch(&batch, shape, false, sqlx::query(&sql).persistent(false))
+                let rows = bind_batch(&batch, ctx, false, sqlx::query(&sql).persistent(false))
                     .fetch_all(&mut *conn)
                     .await
                     .context("running the audit statement")?;
@@ -190,12 +190,10 @@ pub fn statements(
         hi: Some(dialect.placeholder(2)),
         ..Default::default()
     };
-    let copies = ranges(mapping.counter.shape, false, |n| {
-        crate::dialect::RangeParams {
-            lo: Some(dialect.placeholder(2 * n + 1)),
-            hi: Some(dialect.placeholder(2 * n + 2)),
-            ..Default::default()
-        }
+    let copies = ranges(&ctx, false, |n| crate::dialect::RangeParams {
+        lo: Some(dialect.placeholder(2 * n + 1)),
+        hi: Some(dialect.placeholder(2 * n + 2)),
+        ..Default::default()
     });
     Ok(vec![
         (
@@ -225,27 +223,43 @@ fn template(shape: Shape) -> &'static str {
     }
 }
 
-/// How many times the audit statement of `shape` filters by the batch's range (the counter
-/// rows, then the messages twice; or the messages, then the members): see the templates'
-/// headers. The batch's keys are bound that many times in a row ([`bind_batch`]).
-fn range_copies(shape: Shape, count_only: bool) -> usize {
-    match (shape, count_only) {
-        (Shape::PerMember, false) => 3,
-        (Shape::PerMember, true) | (Shape::PerMessage, _) => 2,
+/// The range copies the audit statement of this mapping places, each a template variable
+/// filtering one table by the batch's range (see the templates' headers): per_member, the
+/// counter rows (`range`), the messages twice (`range2`, and `range3` unless `count_only`),
+/// the watermarks (`range_wm`) and the members (`range_mem`, when mapped); per_message, the
+/// messages and the members (`range`, `range2`). Every table is read by its own index range:
+/// a watermark or members table joined whole would be read once per batch, which made the
+/// audit grow with the square of the table (issue 11, time(4N) / time(N)). The batch's keys are
+/// bound once per copy ([`bind_batch`]); every copy binds the same values, so only their number
+/// and distinct placeholders matter, not the order the text places them in.
+fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
+    match ctx.shape {
+        Shape::PerMember => {
+            let mut v = vec!["range", "range2"];
+            if !count_only {
+                v.push("range3");
+            }
+            v.push("range_wm");
+            if ctx.mem.is_some() {
+                v.push("range_mem");
+            }
+            v
+        }
+        Shape::PerMessage => vec!["range", "range2"],
     }
 }
 
-/// The template variables `range`, `range2`, `range3` (those the shape uses), copy `n`
-/// (0-based) made by `params`.
+/// The template variables of [`range_names`], copy `n` (0-based) made by `params`.
 fn ranges(
-    shape: Shape,
+    ctx: &SqlContext,
     count_only: bool,
     params: impl Fn(usize) -> crate::dialect::RangeParams,
 ) -> minijinja::Value {
-    let names = ["range", "range2", "range3"];
     minijinja::Value::from_iter(
-        (0..range_copies(shape, count_only))
-            .map(|n| (names[n], minijinja::Value::from_serialize(params(n))))
+        range_names(ctx, count_only)
+            .into_iter()
+            .enumerate()
+            .map(|(n, name)| (name, minijinja::Value::from_serialize(params(n))))
             .collect::<BTreeMap<_, _>>(),
     )
 }
@@ -261,9 +275,7 @@ pub(crate) fn batch_statement(
     count_only: bool,
 ) -> Result<String> {
     let n = batch.param_count();
-    let copies = ranges(ctx.shape, count_only, |i| {
-        batch.params(ctx.dialect, 1 + i * n)
-    });
+    let copies = ranges(ctx, count_only, |i| batch.params(ctx.dialect, 1 + i * n));
     render(
         template(ctx.shape),
         ctx,
@@ -274,11 +286,11 @@ pub(crate) fn batch_statement(
 /// Binds the batch's keys for [`batch_statement`]: once per range copy.
 pub(crate) fn bind_batch<'q>(
     batch: &crate::stages::Batch,
-    shape: Shape,
+    ctx: &SqlContext,
     count_only: bool,
     mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    for _ in 0..range_copies(shape, count_only) {
+    for _ in 0..range_names(ctx, count_only).len() {
         q = batch.bind(q);
     }
     q

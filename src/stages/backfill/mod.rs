@@ -507,7 +507,7 @@ async fn run_batches(
 async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
     let sql = super::audit::batch_statement(ctx, batch, None, true)?;
     let q = sqlx::query(&sql).persistent(false);
-    let n: Option<i64> = super::audit::bind_batch(batch, ctx.shape, true, q)
+    let n: Option<i64> = super::audit::bind_batch(batch, ctx, true, q)
         .fetch_one(&mut *conn)
         .await
         .context("counting the rows whose unread number changes")?
