@@ -104,6 +104,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/contract_missing.sql"),
     ),
     (
+        "contract_key_duplicates.sql",
+        include_str!("../../sql/common/contract_key_duplicates.sql"),
+    ),
+    (
         "contract_archive_rows.sql",
         include_str!("../../sql/common/contract_archive_rows.sql"),
     ),

@@ -24,6 +24,7 @@ use tidemark::mapping::Mapping;
 use tidemark::stages::{audit, backfill, expand, text};
 
 on_every_backend!(synapse);
+on_every_backend!(thread_rows_are_refused_by_the_contract);
 
 const R1: &str = "!3-LbdJdeCqn2_dTWHe:example.org"; // general
 const R2: &str = "!NMb87KdeRW8l5-mVMe:example.org"; // dev
@@ -759,4 +760,84 @@ async fn fixture_matches_shared() {
     }
     let _ = shared.close().await;
     let _ = ours.close().await;
+}
+
+/// A member with a thread's summary row beside the main timeline's (the fixture has only
+/// 'main' rows): the archive keys values by (room, user), so it could not tell the two rows'
+/// values apart; the contract (dry run or not) refuses with exit 2 before archiving anything,
+/// naming the table and the room, and the column stays.
+async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
+    use tidemark::stages::contract::{self, ContractOptions};
+    let Some(db) = TestDb::create(backend, "synapse_threads").await else {
+        return;
+    };
+    let dsn = Dsn::parse(&db.url).expect("test URL");
+    let dialect = dsn.dialect;
+    let mut conn = dsn.connect().await.expect("connecting");
+    let dir = fixture_dir();
+    let name = backend.name();
+    exec_all(
+        &mut conn,
+        &statements(&dir.join(format!("synapse.{name}.sql"))),
+    )
+    .await;
+    exec_all(
+        &mut conn,
+        &statements(&dir.join(format!("views.{name}.sql"))),
+    )
+    .await;
+    let (room, user): (String, String) = {
+        let row = sqlx::query(
+            "SELECT room_id, user_id FROM event_push_summary WHERE thread_id = 'main' ORDER BY room_id, user_id",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("a main row");
+        (row.get(0), row.get(1))
+    };
+    exec_all(
+        &mut conn,
+        &[format!(
+            "INSERT INTO event_push_summary (user_id, room_id, notif_count, stream_ordering, unread_count, thread_id) \
+             VALUES ('{user}', '{room}', 0, 1, 7, '$thread1')"
+        )],
+    )
+    .await;
+    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .expect("expand");
+    for execute in [false, true] {
+        let err = contract::run(
+            &mut conn,
+            &mapping,
+            dialect,
+            &ContractOptions {
+                execute,
+                force: true,
+                reason: Some("test".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("the contract refuses keys with several rows");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("1 key(s) of the archive") && text.contains(&room),
+            "{text}"
+        );
+        assert_eq!(tidemark::error::exit_code(&err), 2, "{text}");
+    }
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(unread_count) FROM event_push_summary")
+        .fetch_one(&mut conn)
+        .await
+        .expect("the column is still there");
+    assert!(n > 0);
+    let archived: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tidemark_counter_archive")
+        .fetch_one(&mut conn)
+        .await
+        .expect("the archive table");
+    assert_eq!(archived, 0, "nothing archived");
+    let _ = conn.close().await;
+    db.cleanup().await;
 }

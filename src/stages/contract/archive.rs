@@ -231,3 +231,38 @@ mod tests {
         assert_eq!(normalise_decimal("-3"), "-3");
     }
 }
+
+/// Refuses a target whose archive keys (the row's conversation and subject: user or message id;
+/// the conversation alone when `subject` is None) name more than one row of `ctx`'s counter
+/// table, such as one summary row per thread of a member: the archive would hold their values
+/// but could not say which row each came from, so they could not be put back (the trial of
+/// issue 12: two thread rows of one member archived as two rows with the same key).
+///
+/// Errors: exit 2 naming the table, the number of such keys and the first conversation; exit 3
+/// for a database failure.
+pub(super) async fn refuse_ambiguous_keys(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    conv: &str,
+    subject: Option<&str>,
+    target: &str,
+) -> Result<()> {
+    let sql = render(
+        "contract_key_duplicates.sql",
+        ctx,
+        minijinja::context! { key_conv => conv, key_subject => subject },
+    )?;
+    let row = sqlx::query(&sql)
+        .fetch_one(&mut *conn)
+        .await
+        .with_context(|| format!("checking that the archive keys of {target} name one row each"))?;
+    let n: i64 = row.try_get("n")?;
+    if n > 0 {
+        let first = crate::db::text(&row, 1)?.unwrap_or_default();
+        return Err(crate::error::input_error(format!(
+            "{target}: {n} key(s) of the archive ({}) name several rows of the table (the first in conversation {first}), e.g. one row per thread; the archive could not tell their values apart, so tidemark will not drop the column: archive and drop it yourself, or keep one row per key",
+            if subject.is_some() { "conversation and subject" } else { "conversation" }
+        )));
+    }
+    Ok(())
+}

@@ -287,6 +287,14 @@ pub async fn run(
     }
 
     let keys = key_columns(conn, mapping, &ctx).await?;
+    archive::refuse_ambiguous_keys(
+        conn,
+        &ctx,
+        &keys.conv,
+        Some(keys.subject.as_str()),
+        &target.describe(),
+    )
+    .await?;
     let plan = plan(conn, &ctx, &target, opts).await?;
     notes.extend(plan.notes.iter().cloned());
     if !opts.execute {

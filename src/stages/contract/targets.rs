@@ -209,6 +209,14 @@ pub(super) async fn run(
             plans.push(None);
             continue;
         }
+        super::archive::refuse_ambiguous_keys(
+            conn,
+            &p.ctx,
+            &p.keys.conv,
+            (!p.keys.subject.is_empty()).then_some(p.keys.subject.as_str()),
+            &p.target.describe(),
+        )
+        .await?;
         let pl = plan(conn, &p.ctx, &p.target, opts).await?;
         notes.extend(pl.notes.iter().cloned());
         if !opts.execute {
