@@ -281,8 +281,14 @@ impl SqlDialect for Postgres {
         &[]
     }
 
+    /// `BEGIN`, then no nested-loop joins for this transaction: the counter rank's joins on
+    /// computed ranks (`r_all = k + 1 + q`) make the planner estimate one row for them, and it
+    /// then joined the batch's members to the rank by a nested loop, |members| × |ranked| row
+    /// pairs (8.1 M for a batch of 4 783 members at 400 000 members: 650 ms of a 690 ms batch,
+    /// auto_explain). Every join of the batch statement is an equality join that a hash join
+    /// serves in one pass; the timestamp lookups are subplans, which this does not touch.
     fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
-        &["BEGIN"]
+        &["BEGIN", "SET LOCAL enable_nestloop = off"]
     }
 
     fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
