@@ -272,10 +272,21 @@ fn lookup_note(
         return general;
     };
     format!(
-        "{}.{} ({}) names a message by {}.{}, not by its position: map a view that looks the \
-         position up, `{}`, then an [[evidence]] kind = \"position\" with table = \"{}\", \
-         column = \"{}\"",
-        t.name, column.name, column.declared, table, l.key, l.statement, l.view, alias
+        "{}.{} ({}) names a message by {}.{}, not by its position: give its [[evidence]] entry \
+         lookup = {{ table = \"{}\", key = \"{}\", position = \"{}\" }}, or map a view that \
+         looks the position up, `{}`, then an [[evidence]] kind = \"position\" with table = \
+         \"{}\", column = \"{}\"",
+        t.name,
+        column.name,
+        column.declared,
+        table,
+        l.key,
+        table,
+        l.key,
+        alias,
+        l.statement,
+        l.view,
+        alias
     )
 }
 
@@ -581,8 +592,9 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
                 .collect();
             if !kinds.is_empty() {
                 p.evidence_notes.push(format!(
-                    "{} has {}: every row counts as a read, whatever its type or thread; map a \
-                     view that keeps only the read receipts if some are not",
+                    "{} has {}: every row counts as a read, whatever its type or thread; if \
+                     some are not, keep the read receipts with the entry's `filter` (a predicate \
+                     over the receipt row `this`, e.g. filter = \"this.receipt_type = 'm.read'\")",
                     t.name,
                     kinds.join(", ")
                 ));

@@ -209,7 +209,8 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
                     let _ = writeln!(
                         w,
                         "# no unique index on ({user}, {conv}) alone (unique: {}): if a member can \
-                         have several rows (threads, devices), map a view with one row per member",
+                         have several rows (threads, devices), keep one with [counter] rows = \
+                         \"…\" (a predicate over the counter row `this`) or add combine = \"sum\"",
                         if keys.is_empty() { "none".to_string() } else { keys.join("; ") }
                     );
                 }
