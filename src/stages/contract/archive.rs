@@ -220,18 +220,6 @@ pub(super) async fn write_csv(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decimals() {
-        assert_eq!(normalise_decimal("12.000"), "12");
-        assert_eq!(normalise_decimal(" 7 "), "7");
-        assert_eq!(normalise_decimal("-3"), "-3");
-    }
-}
-
 /// Refuses a target whose archive keys (the row's conversation and subject: user or message id;
 /// the conversation alone when `subject` is None) name more than one row of `ctx`'s counter
 /// table, such as one summary row per thread of a member: the archive would hold their values
@@ -265,4 +253,16 @@ pub(super) async fn refuse_ambiguous_keys(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals() {
+        assert_eq!(normalise_decimal("12.000"), "12");
+        assert_eq!(normalise_decimal(" 7 "), "7");
+        assert_eq!(normalise_decimal("-3"), "-3");
+    }
 }

@@ -455,8 +455,20 @@ pub async fn run(
     }
     .await;
     let _ = runner.release(conn).await;
+    conclude(outcome, verdict, result, dialect)
+}
+
+/// The outcome of an `--execute` run once the runner lock is released: with its verdict, or,
+/// when `result` failed, a [`ContractFailed`] that still carries the verdict, what was archived
+/// and the database's own detail (issue 13 row 5: printed even on failure).
+fn conclude(
+    mut outcome: ContractOutcome,
+    verdict: gate::Verdict,
+    result: Result<()>,
+    dialect: Dialect,
+) -> Result<ContractOutcome> {
+    outcome.verdict = Some(verdict);
     if let Err(error) = result {
-        outcome.verdict = Some(verdict);
         outcome.failure = Some(Failure {
             message: crate::error::describe(&error),
             detail: error
@@ -469,7 +481,6 @@ pub async fn run(
             error,
         }));
     }
-    outcome.verdict = Some(verdict);
     Ok(outcome)
 }
 

@@ -29,8 +29,8 @@ use std::time::Duration;
 use super::archive::checksum;
 use super::execute::{evidence, final_audit, run_plan};
 use super::{
-    dependents, plan, runner_lock_name, table_columns, ArchiveSummary, ContractFailed,
-    ContractOptions, ContractOutcome, Failure, Keys, Target, ARCHIVE_TABLE,
+    dependents, plan, runner_lock_name, table_columns, ArchiveSummary, ContractOptions,
+    ContractOutcome, Keys, Target, ARCHIVE_TABLE,
 };
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::{input_error, EXIT_DRIFT, EXIT_OK};
@@ -357,22 +357,7 @@ pub(super) async fn run(
     }
     .await;
     let _ = runner.release(conn).await;
-    if let Err(error) = result {
-        outcome.verdict = Some(verdict);
-        outcome.failure = Some(Failure {
-            message: crate::error::describe(&error),
-            detail: error
-                .chain()
-                .filter_map(|cause| cause.downcast_ref::<sqlx::Error>())
-                .find_map(|e| dialect.error_detail(e)),
-        });
-        return Err(anyhow::Error::new(ContractFailed {
-            outcome: Box::new(outcome),
-            error,
-        }));
-    }
-    outcome.verdict = Some(verdict);
-    Ok(outcome)
+    super::conclude(outcome, verdict, result, dialect)
 }
 
 /// `--execute` after the gate: the final audit (unless resuming), then per target the
