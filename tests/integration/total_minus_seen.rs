@@ -383,6 +383,12 @@ async fn missing_contract_column(backend: Backend) {
     assert!(text.contains("seen_nope"));
     let mapping = Mapping::parse(&text, "tidemark.toml").expect("the mapping parses");
     let want = "[contract] columns = \"channel_members.seen_nope\": column \"seen_nope\" not found in table \"channel_members\"";
+    // `plan` runs expand as a dry run first.
+    let err = expand::run(&mut conn, &mapping, dialect, true)
+        .await
+        .expect_err("plan (expand dry run)");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(want), "{err:#}");
     let err = expand::run(&mut conn, &mapping, dialect, false)
         .await
         .expect_err("expand");
