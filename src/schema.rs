@@ -136,6 +136,7 @@ pub async fn preflight(
     dialect: Dialect,
 ) -> Result<()> {
     crate::column_types::check(conn, mapping, dialect).await?;
+    check_contract_columns(conn, mapping, dialect).await?;
     let q = |s: &str| dialect.quote(s);
     // Columns are qualified: SQLite reads an unknown double-quoted bare name as a string
     // literal, but reports an unknown `alias."name"`.
@@ -273,12 +274,15 @@ pub async fn preflight(
                     .map(|d| d.message().replace("this.", ""))
                     .unwrap_or_default();
                 let dropped = if section == "[counter]" {
-                    dropped_by(conn, mapping, dialect)
-                        .await
-                        .ok()
-                        .flatten()
-                        .map(|id| format!(" (the counter was dropped by contract run #{id}: there is nothing left to backfill from or audit)"))
-                        .unwrap_or_default()
+                    match dropped_by(conn, mapping, dialect).await.ok().flatten() {
+                        Some(id) => format!(" (the counter was dropped by contract run #{id}: there is nothing left to backfill from or audit)"),
+                        None => dropped_columns(conn, mapping, dialect)
+                            .await
+                            .ok()
+                            .filter(|d| !d.is_empty())
+                            .map(|d| format!(" (the counter's columns were dropped by {}: there is nothing left to backfill from or audit)", d.join(", ")))
+                            .unwrap_or_default(),
+                    }
                 } else {
                     String::new()
                 };
@@ -290,6 +294,83 @@ pub async fn preflight(
         }
     }
     check_counter_rows(conn, mapping, dialect).await
+}
+
+/// The `[contract] columns` entries (`drop = "columns"`) must name existing columns, unless a
+/// contract run dropped them (its archive in `tidemark_counter_archive` holds them: then the
+/// `[counter]` check reports which run dropped what).
+///
+/// Errors (exit 2): the first missing column, named with the key `[contract] columns`. Exit 3:
+/// the catalog or the archive cannot be read.
+async fn check_contract_columns(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    if mapping.contract.is_none() {
+        return Ok(());
+    }
+    let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() else {
+        return Ok(());
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    for dc in cols {
+        let present = crate::stages::contract::table_columns(conn, &ctx, &dc.table).await?;
+        if present.iter().any(|p| p.eq_ignore_ascii_case(&dc.column)) {
+            continue;
+        }
+        if crate::stages::contract::archived_by(conn, dialect, &dc.table, &dc.column)
+            .await?
+            .is_some()
+        {
+            continue;
+        }
+        return Err(input_error(format!(
+            "[contract] columns = \"{}.{}\": column {:?} not found in table {:?} (and tidemark_counter_archive holds no archive of it)",
+            dc.table, dc.column, dc.column, dc.table
+        )));
+    }
+    Ok(())
+}
+
+/// The `[contract] columns` a contract run dropped, each as `contract run #N (table.column)`,
+/// grouped per run: `contract run #4 (conv.msg_total, conv.seen)`. Empty without a
+/// `[contract]` section or when nothing was archived.
+///
+/// Errors (exit 3): the catalog or the archive cannot be read.
+async fn dropped_columns(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Vec<String>> {
+    if mapping.contract.is_none() {
+        return Ok(Vec::new());
+    }
+    let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() else {
+        return Ok(Vec::new());
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    let mut runs: Vec<(i64, Vec<String>)> = Vec::new();
+    for dc in cols {
+        let present = crate::stages::contract::table_columns(conn, &ctx, &dc.table).await?;
+        if present.iter().any(|p| p.eq_ignore_ascii_case(&dc.column)) {
+            continue;
+        }
+        let Some(id) =
+            crate::stages::contract::archived_by(conn, dialect, &dc.table, &dc.column).await?
+        else {
+            continue;
+        };
+        let name = format!("{}.{}", dc.table, dc.column);
+        match runs.iter_mut().find(|(r, _)| *r == id) {
+            Some((_, names)) => names.push(name),
+            None => runs.push((id, vec![name])),
+        }
+    }
+    Ok(runs
+        .into_iter()
+        .map(|(id, names)| format!("contract run #{id} ({})", names.join(", ")))
+        .collect())
 }
 
 /// Under `[counter] value` / `rows` without `combine = "sum"`, a member must have one counter

@@ -20,7 +20,8 @@ use tidemark::stages::{audit, backfill, expand, text};
 on_every_backend!(
     total_minus_seen,
     several_rows_per_member,
-    contract_resumes_after_a_kill
+    contract_resumes_after_a_kill,
+    missing_contract_column
 );
 
 const T: i64 = 1_700_000_000_000;
@@ -329,8 +330,90 @@ async fn total_minus_seen(backend: Backend) {
         "{:?}",
         again.nothing_to_drop
     );
+
+    // Backfill and audit after the drop: exit 2, naming the run and both columns it dropped.
+    let want = format!(
+        "dropped by contract run #{id} (conversations.message_total, channel_members.seen_count): there is nothing left to backfill from or audit"
+    );
+    let err = backfill::run(&mut conn, &mapping, dialect, &Default::default())
+        .await
+        .expect_err("backfill after the contract");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(&want), "{err:#}");
+    let err = audit::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &audit::AuditOptions {
+            report: tmp.path().join("after.csv"),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("audit after the contract");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(&want), "{err:#}");
     drop(conn);
     let _ = Dialect::ALL;
+    db.cleanup().await;
+}
+
+/// A `[contract] columns` entry naming a column that does not exist (and no contract run
+/// archived) is bad input for every stage that connects, not only `contract`: exit 2, naming
+/// the key and the column, before any statement.
+async fn missing_contract_column(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "tms_nope").await else {
+        return;
+    };
+    let dsn = Dsn::parse(&db.url).unwrap();
+    let dialect = dsn.dialect;
+    let mut conn = dsn.connect().await.unwrap();
+    let dir = fixture_dir();
+    exec_all(
+        &mut conn,
+        &statements(&std::fs::read_to_string(dir.join("schema.sql")).unwrap()),
+    )
+    .await;
+    let text = std::fs::read_to_string(dir.join("tidemark.toml"))
+        .unwrap()
+        .replace(
+            "\"channel_members.seen_count\"]",
+            "\"channel_members.seen_nope\"]",
+        );
+    assert!(text.contains("seen_nope"));
+    let mapping = Mapping::parse(&text, "tidemark.toml").expect("the mapping parses");
+    let want = "[contract] columns = \"channel_members.seen_nope\": column \"seen_nope\" not found in table \"channel_members\"";
+    // `plan` runs expand as a dry run first.
+    let err = expand::run(&mut conn, &mapping, dialect, true)
+        .await
+        .expect_err("plan (expand dry run)");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(want), "{err:#}");
+    let err = expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .expect_err("expand");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(want), "{err:#}");
+    let err = backfill::run(&mut conn, &mapping, dialect, &Default::default())
+        .await
+        .expect_err("backfill");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(want), "{err:#}");
+    let tmp = tempfile::tempdir().unwrap();
+    let err = audit::run(
+        &mut conn,
+        &mapping,
+        dialect,
+        &audit::AuditOptions {
+            report: tmp.path().join("drift.csv"),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("audit");
+    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains(want), "{err:#}");
+    drop(conn);
     db.cleanup().await;
 }
 

@@ -39,8 +39,10 @@ pub use execute::FinalAudit;
 pub use options::{check_options, ContractOptions, Hook};
 pub use plan::{instant_drop_supported, plan, Plan, Step};
 pub use sqlite_rebuild::{split_create_table, CreateTableParts};
+use state::last_contract;
+pub use state::table_columns;
 pub use state::{dropped_by, verdict};
-use state::{last_contract, table_columns};
+pub use targets::archived_by;
 pub use targets::TargetArchive;
 
 use anyhow::{Context, Result};

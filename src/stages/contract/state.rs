@@ -13,7 +13,7 @@ use crate::schema;
 use crate::stages::now_ms;
 
 /// The columns of `table`, in order (empty when it does not exist).
-pub(super) async fn table_columns(
+pub async fn table_columns(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     table: &str,

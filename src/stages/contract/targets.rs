@@ -536,7 +536,9 @@ fn literal(s: &str) -> String {
 }
 
 /// The contract run whose archive holds `table.column`, if any (the newest).
-async fn archived_by(
+///
+/// Errors (exit 3): the archive table cannot be read.
+pub async fn archived_by(
     conn: &mut AnyConnection,
     dialect: Dialect,
     table: &str,
