@@ -177,7 +177,11 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
     if !s.complete {
         writeln!(
             w,
-            "  INCOMPLETE: stopped at --run-time after conversation {}; {}",
+            "  INCOMPLETE: stopped {} after conversation {}; {}",
+            match s.stopped_by.as_deref() {
+                Some("signal") => "by a signal (Ctrl-C or SIGTERM)",
+                _ => "at --run-time",
+            },
             s.checkpoint
                 .as_ref()
                 .map(|k| k.to_string())

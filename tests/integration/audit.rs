@@ -257,6 +257,11 @@ async fn run_time_then_resume(backend: Backend) {
         "no report under the final name before the last part"
     );
     assert!(String::from_utf8_lossy(&first.stdout).contains("--resume"));
+    assert!(
+        String::from_utf8_lossy(&first.stdout).contains("INCOMPLETE: stopped at --run-time after"),
+        "--run-time named as what stopped it: {}",
+        String::from_utf8_lossy(&first.stdout)
+    );
     let mut parts = 1;
     loop {
         let out = tidemark(
