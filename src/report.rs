@@ -199,8 +199,19 @@ impl ReportWriter {
 /// A report or metrics file replaces its destination by a rename: refuse anything but a
 /// regular file (or nothing) there, so `--report /dev/null` or a symlink is never replaced.
 ///
-/// Errors (exit 2): the path is a directory, a device, a FIFO, a socket or a symlink.
+/// Errors: exit 2 when the path is a directory, a device, a FIFO, a socket or a symlink;
+/// exit 3 (an I/O failure, as when the file cannot be created) when its folder does not
+/// exist, named in the message, so this is caught before any work is done.
 pub fn check_destination(dest: &Path) -> Result<()> {
+    if let Some(folder) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !folder.is_dir() {
+            anyhow::bail!(
+                "cannot write {}: the folder {} does not exist (create it first)",
+                dest.display(),
+                folder.display()
+            );
+        }
+    }
     match std::fs::symlink_metadata(dest) {
         Ok(meta) if !meta.file_type().is_file() => Err(crate::error::input_error(format!(
             "{} exists and is not a regular file (a directory, link, device or pipe): give a file path for the output",

@@ -177,7 +177,11 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
     if !s.complete {
         writeln!(
             w,
-            "  INCOMPLETE: stopped at --run-time after conversation {}; {}",
+            "  INCOMPLETE: stopped {} after conversation {}; {}",
+            match s.stopped_by.as_deref() {
+                Some("signal") => "by a signal (Ctrl-C or SIGTERM)",
+                _ => "at --run-time",
+            },
             s.checkpoint
                 .as_ref()
                 .map(|k| k.to_string())
@@ -512,7 +516,24 @@ pub fn contract(
             a.report
         )?;
     }
-    if let Some(a) = &o.archive {
+    if let (Some(a), true) = (&o.archive, o.target_archives.len() > 1) {
+        // Every target's rows in one headline; the per-target checksums follow.
+        writeln!(
+            w,
+            "  archived {} row(s) into {} (contract run #{}, covered by audit {}) for {} columns; verified",
+            o.target_archives
+                .iter()
+                .map(|t| t.checksum.rows)
+                .sum::<i64>(),
+            a.table,
+            a.contract_id,
+            a.audit_id.map(|i| format!("#{i}")).unwrap_or_else(|| "-".into()),
+            o.target_archives.len()
+        )?;
+        if let (Some(csv), Some(sha)) = (&a.csv, &a.csv_sha256) {
+            writeln!(w, "  archive CSV: {csv} (sha256 {sha}); verified")?;
+        }
+    } else if let Some(a) = &o.archive {
         writeln!(w,
             "  archived {} row(s) into {} (contract run #{}, covered by audit {}): {} non-NULL, sum {}, sum of squares {}; verified",
             a.checksum.rows,
@@ -568,7 +589,24 @@ pub fn contract(
         writeln!(
             w,
             "  done: {} dropped (ledger run #{})",
-            o.target.describe(),
+            if o.targets.len() > 1 && o.targets.iter().all(|t| !t.drop_table) {
+                format!(
+                    "columns {}",
+                    o.targets
+                        .iter()
+                        .map(|t| format!("{}.{}", t.table, t.column))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else if o.targets.len() > 1 {
+                o.targets
+                    .iter()
+                    .map(|t| t.describe())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                o.target.describe()
+            },
             o.ledger_id.unwrap_or_default()
         )?;
     } else if !opts.execute {

@@ -17,7 +17,8 @@ on_every_backend!(
     json_and_metrics_equal_the_csv,
     run_time_then_resume,
     scopes_and_stored_rows,
-    min_age
+    min_age,
+    missing_output_folder
 );
 on_every_backend!(servers: select_only_user);
 
@@ -75,6 +76,57 @@ fn csv_rows(path: &Path) -> (Vec<Vec<String>>, BTreeMap<String, u64>) {
         *by_class.entry(r[5].clone()).or_insert(0u64) += 1;
     }
     (rows, by_class)
+}
+
+/// `--report` or `--metrics-file` into a folder that does not exist: exit 3 before the audit
+/// runs, the message names the missing folder (not a temporary file), and no report is left.
+async fn missing_output_folder(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "au_nofolder").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_conn, _, _, mapping) = prepared(&db, dir.path(), 300).await;
+    let missing = dir.path().join("missing");
+    let report = missing.join("drift.csv");
+    let out = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping,
+        &["--report", report.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the folder {} does not exist", missing.display())),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("drift.csv."),
+        "no temporary file named: {stderr}"
+    );
+
+    let metrics = missing.join("m.prom");
+    let out = tidemark(
+        dir.path(),
+        &db.url,
+        &mapping,
+        &[
+            "--report",
+            "r.csv",
+            "--metrics-file",
+            metrics.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the folder {} does not exist", missing.display())),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("r.csv").exists(),
+        "checked before the audit runs: no report written"
+    );
 }
 
 async fn json_and_metrics_equal_the_csv(backend: Backend) {
@@ -205,6 +257,11 @@ async fn run_time_then_resume(backend: Backend) {
         "no report under the final name before the last part"
     );
     assert!(String::from_utf8_lossy(&first.stdout).contains("--resume"));
+    assert!(
+        String::from_utf8_lossy(&first.stdout).contains("INCOMPLETE: stopped at --run-time after"),
+        "--run-time named as what stopped it: {}",
+        String::from_utf8_lossy(&first.stdout)
+    );
     let mut parts = 1;
     loop {
         let out = tidemark(

@@ -490,6 +490,11 @@ async fn audit_stopped_by(backend: Backend, signal: &str) {
     let part = std::fs::read_to_string(f.path().join("drift.csv.partial")).unwrap();
     run.expect_code(if part.lines().count() > 1 { 1 } else { 4 });
     assert!(
+        run.stdout
+            .contains("INCOMPLETE: stopped by a signal (Ctrl-C or SIGTERM) after conversation"),
+        "the summary says a signal stopped it, not --run-time: {run:?}"
+    );
+    assert!(
         part.len() < want.len() && want.starts_with(&part),
         "the partial report is the head of the whole one"
     );

@@ -290,6 +290,45 @@ async fn total_minus_seen(backend: Backend) {
         .collect();
     assert_eq!(sums, [(2, "9".to_string()), (10, "36".to_string())]);
     assert_eq!(done.target_archives[1].checksum.sum_squares, "172");
+    // The text names every target: one headline for all rows, one line per target, and a
+    // done line listing both columns (not the first target's figures alone).
+    let mut out = Vec::new();
+    tidemark::render::text::contract(
+        &mut out,
+        &done,
+        &Dsn::parse(&db.url).unwrap(),
+        &ContractOptions {
+            execute: true,
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains(&format!(
+            "archived 12 row(s) into tidemark_counter_archive (contract run #{id}, covered by audit"
+        )) && out.contains(") for 2 columns; verified"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    conversations.message_total: 2 row(s)")
+            && out.contains("    channel_members.seen_count: 10 row(s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "done: columns conversations.message_total, channel_members.seen_count dropped (ledger run #{id})"
+        )),
+        "{out}"
+    );
+    if backend == Backend::Postgres {
+        for t in ["conversations.message_total", "channel_members.seen_count"] {
+            assert!(
+                out.contains(&format!("note: {t}: PostgreSQL drops any index")),
+                "{out}"
+            );
+        }
+    }
     for (table, column) in [
         ("conversations", "message_total"),
         ("channel_members", "seen_count"),

@@ -80,6 +80,7 @@ pub(super) async fn audit_batches(
     let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
     progress.advance(summary.rows_checked);
     let mut stopped = false;
+    let mut stopped_by = None;
     let result: Result<()> = async {
         while let Some(batch) = next_batch(
             conn,
@@ -149,6 +150,7 @@ pub(super) async fn audit_batches(
                     .is_some_and(|limit| started.elapsed() >= limit)
             {
                 // Out of time, or a signal: incomplete only if a batch is left.
+                stopped_by = Some(if stop_asked { "signal" } else { "run_time" });
                 stopped = next_batch(conn, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
                     .await?
                     .is_some();
@@ -167,11 +169,13 @@ pub(super) async fn audit_batches(
         // Keep what this part covered for the next one; the final name stays untouched.
         summary.complete = false;
         summary.checkpoint = lo;
+        summary.stopped_by = stopped_by.map(String::from);
         report.finish_as(&partial)?;
         return Ok(None);
     }
     summary.complete = true;
     summary.checkpoint = None;
+    summary.stopped_by = None;
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))

@@ -178,6 +178,10 @@ pub struct AuditSummary {
     /// The last conversation covered (the checkpoint), for an incomplete run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Key>,
+    /// What stopped an incomplete run: `"signal"` (Ctrl-C or SIGTERM) or `"run_time"`
+    /// (`--run-time` reached); None for a complete run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 /// The outcome of [`run`].

@@ -89,7 +89,10 @@ pub async fn plan(
             "ALTER TABLE {table} DROP COLUMN {}",
             d.quote(&target.column)
         );
-        notes.extend(d.drop_column_note().map(str::to_string));
+        notes.extend(
+            d.drop_column_note()
+                .map(|n| format!("{}.{}: {n}", target.table, target.column)),
+        );
         match d.instant_drop_version_query() {
             Some(query) => {
                 let row = sqlx::query(query).fetch_one(&mut *conn).await?;
