@@ -365,20 +365,7 @@ pub async fn run(
     .await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
-    let options_json = serde_json::to_value(ContractOptionsRecord {
-        execute: true,
-        min_clean_audits: opts.gate.min_clean_audits,
-        max_audit_age_ms: opts.gate.max_audit_age.as_millis() as u64,
-        accept_tolerance: opts.gate.accept_tolerance,
-        require_unused: opts.gate.require_unused,
-        archive: opts.archive_csv.as_ref().map(|p| p.display().to_string()),
-        drop_table: opts.drop_table,
-        force: opts.force,
-        reason: opts.reason.clone(),
-        lock_timeout_ms: opts.lock_timeout.as_millis() as u64,
-        lock_retries: opts.lock_retries,
-        batch_size: opts.batch_size,
-    })?;
+    let options_json = serde_json::to_value(options_record(opts))?;
     let result = async {
         let id = ledger::start(
             conn,
@@ -458,6 +445,25 @@ pub async fn run(
     .await;
     let _ = runner.release(conn).await;
     conclude(outcome, verdict, result, dialect)
+}
+
+/// The ledger's record of a contract run's options (shared by the one-column contract and
+/// the `[contract]` targets, where `--archive` and `--drop-table` are refused before this).
+fn options_record(opts: &ContractOptions) -> ContractOptionsRecord {
+    ContractOptionsRecord {
+        execute: true,
+        min_clean_audits: opts.gate.min_clean_audits,
+        max_audit_age_ms: opts.gate.max_audit_age.as_millis() as u64,
+        accept_tolerance: opts.gate.accept_tolerance,
+        require_unused: opts.gate.require_unused,
+        archive: opts.archive_csv.as_ref().map(|p| p.display().to_string()),
+        drop_table: opts.drop_table,
+        force: opts.force,
+        reason: opts.reason.clone(),
+        lock_timeout_ms: opts.lock_timeout.as_millis() as u64,
+        lock_retries: opts.lock_retries,
+        batch_size: opts.batch_size,
+    }
 }
 
 /// The outcome of an `--execute` run once the runner lock is released: with its verdict, or,

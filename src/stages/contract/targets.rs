@@ -35,7 +35,6 @@ use super::{
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::{input_error, EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, read_audits, statement_use};
-use crate::ledger::records::ContractOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage, LEDGER_TABLE};
 use crate::lock::{self, RunnerLock};
 use crate::mapping::{ContractTargets, DropColumn, Mapping, Shape};
@@ -297,20 +296,7 @@ pub(super) async fn run(
     crate::db::privileges::for_contract(conn, dialect, &ddl_targets, opts.lock_timeout).await?;
     let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
-    let options_json = serde_json::to_value(ContractOptionsRecord {
-        execute: true,
-        min_clean_audits: opts.gate.min_clean_audits,
-        max_audit_age_ms: opts.gate.max_audit_age.as_millis() as u64,
-        accept_tolerance: opts.gate.accept_tolerance,
-        require_unused: opts.gate.require_unused,
-        archive: None,
-        drop_table: false,
-        force: opts.force,
-        reason: opts.reason.clone(),
-        lock_timeout_ms: opts.lock_timeout.as_millis() as u64,
-        lock_retries: opts.lock_retries,
-        batch_size: opts.batch_size,
-    })?;
+    let options_json = serde_json::to_value(super::options_record(opts))?;
     let result = async {
         let id = ledger::start(
             conn,
