@@ -277,12 +277,14 @@ fn read_report(path: &Path) -> BTreeMap<(String, String), ReportRow> {
     out
 }
 
-async fn synapse(backend: Backend) {
-    let Some(db) = TestDb::create(backend, "synapse").await else {
-        return; // skipped: the note is on stderr
-    };
+/// A new database `tag` holding the fixture (its dump and the view), with its dialect and a
+/// connection; None when the backend is skipped.
+async fn loaded(
+    backend: Backend,
+    tag: &str,
+) -> Option<(TestDb, tidemark::dialect::Dialect, AnyConnection)> {
+    let db = TestDb::create(backend, tag).await?;
     let dsn = Dsn::parse(&db.url).expect("test URL");
-    let dialect = dsn.dialect;
     let mut conn = dsn.connect().await.expect("connecting");
     let dir = fixture_dir();
     let name = backend.name();
@@ -296,6 +298,15 @@ async fn synapse(backend: Backend) {
         &statements(&dir.join(format!("views.{name}.sql"))),
     )
     .await;
+    Some((db, dsn.dialect, conn))
+}
+
+async fn synapse(backend: Backend) {
+    let Some((db, dialect, mut conn)) = loaded(backend, "synapse").await else {
+        return; // skipped: the note is on stderr
+    };
+    let dir = fixture_dir();
+    let name = backend.name();
     let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
     let mut problems: Vec<String> = Vec::new();
 
@@ -768,24 +779,10 @@ async fn fixture_matches_shared() {
 /// naming the table and the room, and the column stays.
 async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
     use tidemark::stages::contract::{self, ContractOptions};
-    let Some(db) = TestDb::create(backend, "synapse_threads").await else {
+    let Some((db, dialect, mut conn)) = loaded(backend, "synapse_threads").await else {
         return;
     };
-    let dsn = Dsn::parse(&db.url).expect("test URL");
-    let dialect = dsn.dialect;
-    let mut conn = dsn.connect().await.expect("connecting");
     let dir = fixture_dir();
-    let name = backend.name();
-    exec_all(
-        &mut conn,
-        &statements(&dir.join(format!("synapse.{name}.sql"))),
-    )
-    .await;
-    exec_all(
-        &mut conn,
-        &statements(&dir.join(format!("views.{name}.sql"))),
-    )
-    .await;
     let (room, user): (String, String) = {
         let row = sqlx::query(
             "SELECT room_id, user_id FROM event_push_summary WHERE thread_id = 'main' ORDER BY room_id, user_id",
