@@ -178,51 +178,48 @@ pub async fn statuses(conn: &mut AnyConnection, stage: &str) -> Vec<String> {
 
 /// Every counter as `conversation|user|value` (empty for NULL), in key order.
 pub async fn counters(conn: &mut AnyConnection) -> Vec<String> {
-    sqlx::query(
+    keyed_rows(
+        conn,
         "SELECT conv_id AS c, user_id AS u, unread_count AS n FROM unread_counters ORDER BY conv_id, user_id",
     )
-    .fetch_all(&mut *conn)
     .await
-    .unwrap()
-    .iter()
-    .map(|r| {
-        format!(
-            "{}|{}|{}",
-            r.get::<i64, _>("c"),
-            r.get::<String, _>("u"),
-            r.try_get::<Option<i32>, _>("n")
-                .ok()
-                .flatten()
-                .map(i64::from)
-                .or_else(|| r.try_get::<Option<i64>, _>("n").ok().flatten())
-                .map(|v| v.to_string())
-                .unwrap_or_default()
-        )
-    })
-    .collect()
 }
 
 /// The archive rows of contract run `id` as `conversation|user|value`, in key order.
 pub async fn archived(conn: &mut AnyConnection, id: i64) -> Vec<String> {
-    sqlx::query(&format!(
-        "SELECT conversation_id AS c, user_id AS u, counter_value AS n FROM tidemark_counter_archive \
-         WHERE contract_id = {id} ORDER BY conversation_id, user_id"
-    ))
-    .fetch_all(&mut *conn)
+    keyed_rows(
+        conn,
+        &format!(
+            "SELECT conversation_id AS c, user_id AS u, counter_value AS n FROM tidemark_counter_archive \
+             WHERE contract_id = {id} ORDER BY conversation_id, user_id"
+        ),
+    )
     .await
-    .unwrap()
-    .iter()
-    .map(|r| {
-        format!(
-            "{}|{}|{}",
-            r.get::<i64, _>("c"),
-            r.get::<String, _>("u"),
-            r.get::<Option<i64>, _>("n")
-                .map(|v| v.to_string())
-                .unwrap_or_default()
-        )
-    })
-    .collect()
+}
+
+/// The rows of `sql` (columns c: conversation, u: user, n: an INT or BIGINT value or NULL) as
+/// `c|u|n`, NULL as empty, in the query's order.
+async fn keyed_rows(conn: &mut AnyConnection, sql: &str) -> Vec<String> {
+    sqlx::query(sql)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}|{}|{}",
+                r.get::<i64, _>("c"),
+                r.get::<String, _>("u"),
+                r.try_get::<Option<i32>, _>("n")
+                    .ok()
+                    .flatten()
+                    .map(i64::from)
+                    .or_else(|| r.try_get::<Option<i64>, _>("n").ok().flatten())
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 /// Whether `unread_counters.unread_count` is still there.
