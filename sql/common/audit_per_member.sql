@@ -25,7 +25,10 @@
     `range_wm` on the watermarks and `range_mem` on the members (when mapped): each table read
     by its own index range, never joined whole.
     `count_only`: return only the number of drifting rows (the backfill's change count),
-    without the second pass: `range3` is then not placed (bind the batch twice). -#}
+    without the second pass: `range3` is then not placed (bind the batch twice). The pass
+    then carries only what the count needs (no classification facts): the countable messages
+    alone, two running sums instead of five, rows a quarter as wide to sort (PostgreSQL
+    15, 5 000 members: 41 ms a batch with every fact carried). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
@@ -61,6 +64,30 @@ tm_t AS {{ materialized }} (
 tm_lo AS (
   SELECT tm_t.conv AS tm_conv, MIN(tm_t.t1) AS tm_min FROM tm_t GROUP BY tm_t.conv
 ),
+{% if count_only %}
+tm_s1 AS (
+  SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c,
+         tm_t.stored AS stored, tm_t.is_member AS is_member
+  FROM tm_t
+  UNION ALL
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, 1, NULL, NULL
+  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender
+        FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2) }}) tm_f
+  JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
+),
+tm_w1 AS (
+  SELECT tm_s.kind, tm_s.stored, tm_s.is_member,
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv {{ win }}) AS a_all,
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own
+  FROM tm_s1 tm_s
+)
+SELECT COUNT(*) AS n
+FROM tm_w1 tm_w
+WHERE tm_w.kind = 0
+  AND (tm_w.stored IS NULL
+       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN tm_w.a_all - tm_w.a_own ELSE 0 END", cap) }})
+{% else %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
          tm_t.stored AS stored, tm_t.last_read_id AS last_read_id, tm_t.source AS source,
@@ -104,9 +131,7 @@ tm_d AS {{ materialized }} (
   WHERE tm_v.stored IS NULL
      OR {{ m.clamp("tm_v.stored", cap) }} <> {{ m.clamp("tm_v.recomputed", cap) }}
 )
-{% if count_only %}
-SELECT COUNT(*) AS n FROM tm_d
-{% else %},
+,
 tm_dc AS (
   SELECT DISTINCT tm_d.conv AS tm_conv FROM tm_d
 ),

@@ -14,7 +14,7 @@
     with the table (78 400 rows read for a 4 000-member batch at 4N on the large workload).
 
     Layers: tm_ev brings every evidence value (ev1..evN, mapping order, from the kind's block in
-    evidence.sql), the conversation's highest position (mp), the settle flag (uns) and the
+    evidence.sql), the conversation's highest position (mp, read only for counter evidence), the settle flag (uns) and the
     counter's rank (rk_pos, rk_rep); it is MATERIALIZED where the engine has the hint, so a
     correlated timestamp lookup is not repeated by the layers above. tm_ef turns each value into
     the value the policy may use (e<i>) and whether it is held back (h<i>):
@@ -87,8 +87,11 @@ WITH tm_subj AS (
          tm_r.pos AS rk_pos, tm_r.representable AS rk_rep,
 {% endif %}
          {{ "tm_u.unsettled" if has_quiet else "0" }} AS uns,
-
+{% if has_counter %}
          COALESCE(tm_mp.v, 0) AS mp
+{% else %}
+         0 AS mp
+{% endif %}
   FROM tm_subj tm_s
   LEFT JOIN (SELECT tm_w.conversation_id AS conv, tm_w.user_id AS usr, tm_w.last_read_id AS last_read_id
              FROM {{ wm }} tm_w
@@ -97,7 +100,9 @@ WITH tm_subj AS (
 {% for e in evidence %}
   {{ ev.join(e, loop.index, range, msg, ctr, int) }}
 {% endfor %}
+{% if has_counter %}
   {{ ev.max_pos_join(range, msg, int) }}
+{% endif %}
 {% if has_counter %}
   LEFT JOIN tm_rank tm_r ON tm_r.conv = tm_s.conv AND tm_r.usr = tm_s.usr
 {% endif %}
