@@ -68,10 +68,35 @@ pub struct Scope {
     pub to: Option<Key>,
     /// An SQL predicate over `{col}` (the conversation column) that keeps the sample.
     pub sample_sql: Option<String>,
-    /// An SQL predicate over `{col}` that leaves out conversations with recent writes
-    /// (`--min-age`).
-    pub quiet_sql: Option<String>,
+    /// `--min-age`: how the conversations with recent writes are found, batch by batch.
+    pub min_age: Option<MinAge>,
 }
+
+/// The `--min-age` filter of a run, built once at its start (`stages::audit::quiescence`).
+///
+/// A conversation with a message newer than the cutoff is left out. The filter is never a
+/// predicate evaluated per row: a correlated `NOT EXISTS` over the conversation's messages,
+/// placed on every row a batch reads, cost rows × messages per conversation (SQLite, 20 large
+/// channels of 1 000 members and 5 000 messages: 99.5 s against 0.92 s without the option).
+/// Each batch instead lists its recent conversations once, in its snapshot ([`MinAge::recent_sql`]
+/// with the batch's range: one index range over the batch's messages), and its statements
+/// leave out those keys, bound as parameters ([`Batch::recent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinAge {
+    /// `SELECT DISTINCT … AS conv FROM <messages> tm_recent WHERE <created_at> > <cutoff>`, to
+    /// which a batch appends its range over `tm_recent.<conversation>`.
+    pub recent_sql: String,
+    /// The quoted conversation column of the messages, qualified by `tm_recent`.
+    pub recent_col: String,
+    /// The same filter as a correlated predicate over `{col}`: the fallback for a batch with
+    /// more recent conversations than [`MAX_RECENT_KEYS`] (parameters are limited per statement).
+    pub quiet_sql: String,
+}
+
+/// The most recent conversations a batch binds as parameters per range copy; beyond that its
+/// statements fall back to the correlated predicate (SQLite allows 32 766 parameters per
+/// statement, and an audit statement places up to five range copies).
+pub const MAX_RECENT_KEYS: usize = 1_000;
 
 impl Scope {
     /// The deterministic sample predicate for `percent` of the conversations: a hash of the
@@ -103,17 +128,34 @@ pub struct Batch {
     pub lo: Option<Key>,
     /// Inclusive upper bound.
     pub hi: Key,
-    /// Rows (members or messages) the batch holds.
+    /// Rows (members or messages) the batch holds, conversations with recent writes included.
     pub rows: u64,
     /// The run's scope.
     pub scope: Scope,
+    /// `--min-age`: the conversations of this batch with recent writes, left out by its
+    /// statements (set by [`Batch::find_recent`], inside the batch's snapshot).
+    pub recent: Vec<Key>,
+    /// `--min-age` with more than [`MAX_RECENT_KEYS`] recent conversations: the statements
+    /// use the correlated predicate instead of the keys.
+    pub recent_overflow: bool,
 }
 
 impl Batch {
     /// The range placeholders for this batch, starting at parameter `first` (1-based), in the
-    /// order `sql/common/macros.sql` uses them: lo, hi, from, to.
+    /// order `sql/common/macros.sql` uses them: lo, hi, from, to, then the recent
+    /// conversations left out (`--min-age`).
     pub fn params(&self, dialect: Dialect, first: usize) -> RangeParams {
-        range_params(dialect, first, self.lo.is_some(), true, &self.scope)
+        let mut params = range_params(dialect, first, self.lo.is_some(), true, &self.scope);
+        if self.recent_overflow {
+            params.quiet = self.scope.min_age.as_ref().map(|m| m.quiet_sql.clone());
+        } else if !self.recent.is_empty() {
+            let before = first + self.param_count() - self.recent.len();
+            let list: Vec<String> = (0..self.recent.len())
+                .map(|i| dialect.placeholder(before + i))
+                .collect();
+            params.quiet = Some(format!("{{col}} NOT IN ({})", list.join(", ")));
+        }
+        params
     }
 
     /// How many parameters [`Batch::params`] places.
@@ -122,11 +164,53 @@ impl Batch {
     }
 
     fn bound_keys(&self) -> impl Iterator<Item = &Key> {
+        let recent = if self.recent_overflow {
+            &[][..]
+        } else {
+            &self.recent[..]
+        };
         self.lo
             .iter()
             .chain(std::iter::once(&self.hi))
             .chain(self.scope.from.iter())
             .chain(self.scope.to.iter())
+            .chain(recent.iter())
+    }
+
+    /// `--min-age`: lists the batch's conversations with recent writes (one index range over
+    /// its messages) into [`Batch::recent`]; nothing without the option. Run it inside the
+    /// batch's snapshot, before rendering its statements.
+    ///
+    /// Errors: the database fails.
+    pub async fn find_recent(
+        &mut self,
+        conn: &mut AnyConnection,
+        dialect: Dialect,
+        kind: KeyKind,
+    ) -> Result<()> {
+        self.recent.clear();
+        self.recent_overflow = false;
+        let Some(min_age) = &self.scope.min_age else {
+            return Ok(());
+        };
+        let r = range_params(dialect, 1, self.lo.is_some(), true, &self.scope);
+        let col = &min_age.recent_col;
+        let mut sql = min_age.recent_sql.clone();
+        for (op, p) in [(">", &r.lo), ("<=", &r.hi), (">=", &r.from), ("<=", &r.to)] {
+            if let Some(p) = p {
+                sql.push_str(&format!(" AND {col} {op} {p}"));
+            }
+        }
+        let rows = self.bind(sqlx::query(&sql)).fetch_all(&mut *conn).await?;
+        let mut recent = Vec::with_capacity(rows.len());
+        for row in &rows {
+            recent.push(Key::read(row, "conv", kind)?);
+        }
+        self.recent_overflow = recent.len() > MAX_RECENT_KEYS;
+        if !self.recent_overflow {
+            self.recent = recent;
+        }
+        Ok(())
     }
 
     /// Binds lo, hi, from, to (those present), in the order [`Batch::params`] placed them.
@@ -157,7 +241,8 @@ fn range_params(dialect: Dialect, first: usize, lo: bool, hi: bool, scope: &Scop
         from: next(scope.from.is_some()),
         to: next(scope.to.is_some()),
         sample: scope.sample_sql.clone(),
-        quiet: scope.quiet_sql.clone(),
+        // `--min-age` is a batch's own (its recent conversations): see `Batch::params`.
+        quiet: None,
     }
 }
 
@@ -233,5 +318,57 @@ pub async fn next_batch(
         hi,
         rows: total,
         scope: scope.clone(),
+        recent: Vec::new(),
+        recent_overflow: false,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(recent: Vec<Key>, overflow: bool) -> Batch {
+        Batch {
+            lo: Some(Key::Int(10)),
+            hi: Key::Int(20),
+            rows: 7,
+            scope: Scope {
+                min_age: Some(MinAge {
+                    recent_sql: "SELECT DISTINCT tm_recent.c AS conv FROM m tm_recent WHERE 1 = 1"
+                        .into(),
+                    recent_col: "tm_recent.c".into(),
+                    quiet_sql: "NOT EXISTS (x = {col})".into(),
+                }),
+                ..Scope::default()
+            },
+            recent,
+            recent_overflow: overflow,
+        }
+    }
+
+    #[test]
+    fn recent_conversations_follow_the_range_placeholders() {
+        let b = batch(vec![Key::Int(12), Key::Int(15)], false);
+        assert_eq!(b.param_count(), 4);
+        let p = b.params(Dialect::Postgres, 5);
+        assert_eq!((p.lo.as_deref(), p.hi.as_deref()), (Some("$5"), Some("$6")));
+        assert_eq!(p.quiet.as_deref(), Some("{col} NOT IN ($7, $8)"));
+        let p = b.params(Dialect::Mysql, 1);
+        assert_eq!(p.quiet.as_deref(), Some("{col} NOT IN (?, ?)"));
+        // No recent conversation: no filter at all.
+        assert_eq!(
+            batch(vec![], false).params(Dialect::Postgres, 1).quiet,
+            None
+        );
+    }
+
+    #[test]
+    fn too_many_recent_conversations_fall_back_to_the_correlated_predicate() {
+        let b = batch(vec![], true);
+        assert_eq!(b.param_count(), 2);
+        assert_eq!(
+            b.params(Dialect::Sqlite, 1).quiet.as_deref(),
+            Some("NOT EXISTS (x = {col})")
+        );
+    }
 }

@@ -82,7 +82,7 @@ pub(super) async fn audit_batches(
     let mut stopped = false;
     let mut stopped_by = None;
     let result: Result<()> = async {
-        while let Some(batch) = next_batch(
+        while let Some(mut batch) = next_batch(
             conn,
             ctx,
             unit,
@@ -93,15 +93,16 @@ pub(super) async fn audit_batches(
         )
         .await?
         {
-            let range = batch.params(ctx.dialect, 1);
-            let count_sql = render(
-                "audit_count.sql",
-                ctx,
-                minijinja::context! { range => range },
-            )?;
-            let sql = batch_statement(ctx, &batch, opts.cap, false)?;
             begin_snapshot(conn, ctx.dialect).await?;
             let read: Result<_> = async {
+                // --min-age: this batch's conversations with recent writes, in its snapshot.
+                batch.find_recent(conn, ctx.dialect, conv_kind).await?;
+                let count_sql = render(
+                    "audit_count.sql",
+                    ctx,
+                    minijinja::context! { range => batch.params(ctx.dialect, 1) },
+                )?;
+                let sql = batch_statement(ctx, &batch, opts.cap, false)?;
                 let checked: i64 = batch
                     .bind(sqlx::query(&count_sql))
                     .fetch_one(&mut *conn)
@@ -138,7 +139,9 @@ pub(super) async fn audit_batches(
                 }
             }
             summary.batches += 1;
-            progress.advance(checked.max(0) as u64);
+            // Rows covered, those of conversations left out by --min-age included (the total
+            // counted them).
+            progress.advance(batch.rows.max(checked.max(0) as u64));
             lo = Some(batch.hi);
             let stop_asked = opts
                 .stop

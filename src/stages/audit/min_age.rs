@@ -9,12 +9,12 @@ use crate::dialect::{Dialect, SqlContext};
 use crate::error::input_error;
 use crate::mapping::Mapping;
 use crate::schema;
-use crate::stages::Scope;
+use crate::stages::{MinAge, Scope};
 
-/// The `--min-age` filter: a predicate over the conversation column `{col}` that keeps only
-/// conversations with no message newer than now - `age`, and how many it leaves out now. An
-/// integer `created_at` is read as Unix seconds, or milliseconds when its newest value is
-/// above 10^11 (after 1973 in ms, beyond 5138 in s).
+/// The `--min-age` filter ([`MinAge`]: conversations with a message newer than now - `age`
+/// are left out), and how many conversations it leaves out now. An integer `created_at` is
+/// read as Unix seconds, or milliseconds when its newest value is above 10^11 (after 1973 in
+/// ms, beyond 5138 in s).
 ///
 /// Errors (exit 2): the mapping has no `messages.created_at`.
 pub(crate) async fn quiescence(
@@ -23,7 +23,7 @@ pub(crate) async fn quiescence(
     dialect: Dialect,
     scope: &Scope,
     age: Duration,
-) -> Result<(String, u64)> {
+) -> Result<(MinAge, u64)> {
     let Some(created) = mapping.messages.created_at.as_deref() else {
         return Err(input_error(
             "--min-age needs messages.created_at in the mapping: the time of each message",
@@ -58,9 +58,15 @@ pub(crate) async fn quiescence(
     } else {
         dialect.seconds_ago(secs)
     };
-    let quiet = format!(
-        "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created_q} > {cutoff})"
-    );
+    let filter = MinAge {
+        quiet_sql: format!(
+            "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created_q} > {cutoff})"
+        ),
+        recent_sql: format!(
+            "SELECT DISTINCT tm_recent.{conv} AS conv FROM {table} tm_recent WHERE tm_recent.{created_q} > {cutoff}"
+        ),
+        recent_col: format!("tm_recent.{conv}"),
+    };
     let mut in_scope = String::new();
     if let Some(sample) = &scope.sample_sql {
         in_scope = format!(" AND {}", sample.replace("{col}", &conv));
@@ -88,5 +94,5 @@ pub(crate) async fn quiescence(
         query = k.bind(query);
     }
     let left_out: i64 = query.fetch_one(&mut *conn).await?.try_get("n")?;
-    Ok((quiet, left_out.max(0) as u64))
+    Ok((filter, left_out.max(0) as u64))
 }

@@ -307,8 +307,8 @@ pub async fn run(
     let previous_ms = summary.duration_ms;
     let mut opts = opts.clone();
     if let Some(age) = opts.min_age {
-        let (quiet, left_out) = quiescence(conn, mapping, dialect, &opts.scope, age).await?;
-        opts.scope.quiet_sql = Some(quiet);
+        let (filter, left_out) = quiescence(conn, mapping, dialect, &opts.scope, age).await?;
+        opts.scope.min_age = Some(filter);
         summary.left_out_recent = left_out;
         if !summary.scope.iter().any(|s| s.starts_with("min-age")) {
             summary

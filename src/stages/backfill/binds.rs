@@ -49,7 +49,7 @@ pub(super) fn markers(batch: Option<&Batch>) -> RangeParams {
         from: scope.from.is_some().then(|| mark('F')).flatten(),
         to: scope.to.is_some().then(|| mark('T')).flatten(),
         sample: scope.sample_sql,
-        quiet: scope.quiet_sql,
+        quiet: None,
     }
 }
 

@@ -54,7 +54,7 @@ pub(super) async fn settle_predicate(
         return Ok(Settle::Off);
     }
     let secs = settle_time.as_secs().max(1);
-    let (quiet, _) = crate::stages::audit::quiescence(
+    let (filter, _) = crate::stages::audit::quiescence(
         conn,
         mapping,
         dialect,
@@ -62,7 +62,8 @@ pub(super) async fn settle_predicate(
         Duration::from_secs(secs),
     )
     .await?;
-    Ok(Settle::Quiet(quiet, secs))
+    // Evaluated once per conversation of a batch (backfill_plan.sql, tm_u), never per row.
+    Ok(Settle::Quiet(filter.quiet_sql, secs))
 }
 
 /// The template variables of a batch's plan: the range markers, the policy and the settle
