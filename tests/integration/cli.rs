@@ -999,13 +999,15 @@ async fn database_file_conflict_names_where_the_other_url_came_from() {
     assert!(sql.stdout.contains("sqlite dialect"), "{}", sql.stdout);
 }
 
-/// A negative (or zero where 1 is the least) number for a numeric option: exit 2 with a message
+/// A negative (or zero where 1 is the least, as `--cap` and `--max-rows-per-second`) number for a numeric option: exit 2 with a message
 /// naming the option and the allowed range, not clap's "unexpected argument '-1'".
 #[test]
 fn negative_numbers_name_the_option_and_range() {
     let dir = tempdir();
     let cases: &[(&[&str], &str, &str)] = &[
-        (&["audit", "--cap", "-1"], "--cap", "0 or more"),
+        (&["audit", "--cap", "-1"], "--cap", "1 or more"),
+        // `--cap 0` would compare every count as "0+": refused, not read as a cap.
+        (&["audit", "--cap", "0"], "--cap", "1 or more"),
         (
             &["audit", "--batch-size", "-5"],
             "--batch-size",
@@ -1031,7 +1033,13 @@ fn negative_numbers_name_the_option_and_range() {
         (
             &["backfill", "--max-rows-per-second", "-3"],
             "--max-rows-per-second",
-            "0 or more",
+            "above 0",
+        ),
+        // 0 is refused, not silently read as "no throttle".
+        (
+            &["backfill", "--max-rows-per-second", "0"],
+            "--max-rows-per-second",
+            "above 0",
         ),
         (
             &["contract", "--batch-size", "-1"],
