@@ -421,7 +421,16 @@ async fn missing_contract_column(backend: Backend) {
         );
     assert!(text.contains("seen_nope"));
     let mapping = Mapping::parse(&text, "tidemark.toml").expect("the mapping parses");
-    let want = "[contract] columns = \"channel_members.seen_nope\": column \"seen_nope\" not found in table \"channel_members\"";
+    let line = text
+        .lines()
+        .find(|l| l.contains("seen_nope"))
+        .unwrap()
+        .trim();
+    let want = format!(
+        "{}: contract.columns = \"channel_members.seen_nope\": column \"seen_nope\" not found in table \"channel_members\"",
+        crate::common::value_at("tidemark.toml", &text, line)
+    );
+    let want = want.as_str();
     // `plan` runs expand as a dry run first.
     let err = expand::run(&mut conn, &mapping, dialect, true)
         .await
