@@ -192,7 +192,11 @@ pub async fn preflight(
         (
             key.to_string(),
             column.to_string(),
-            format!("SELECT this.{} FROM {} this WHERE 1 = 0", q(column), q(table)),
+            format!(
+                "SELECT this.{} FROM {} this WHERE 1 = 0",
+                q(column),
+                q(table)
+            ),
         )
     };
     // A zero-row query of one predicate (or expression, `as_value`) over `from`.
@@ -275,7 +279,12 @@ pub async fn preflight(
             }
         }
         if let Some(a) = &mb.active {
-            let from = own(&mb.table, RowRefs::of(Some(a)), &mb.conversation, Some(&mb.user));
+            let from = own(
+                &mb.table,
+                RowRefs::of(Some(a)),
+                &mb.conversation,
+                Some(&mb.user),
+            );
             parts.push(predicate_part("members.active", a, from, false));
         }
         checks.push(SectionCheck {
@@ -329,7 +338,12 @@ pub async fn preflight(
         ("counter.rows", &c.rows, false),
     ] {
         if let Some(t) = text {
-            let from = own(counter_table, RowRefs::of(Some(t)), counter_conv, c.user.as_deref());
+            let from = own(
+                counter_table,
+                RowRefs::of(Some(t)),
+                counter_conv,
+                c.user.as_deref(),
+            );
             counter_parts.push(predicate_part(key, t, from, as_value));
         }
     }
@@ -392,15 +406,17 @@ pub async fn preflight(
                 } else {
                     String::new()
                 };
-                return Err(input_error(match key_at_fault(conn, dialect, check).await {
-                    Some((key, value, why)) => format!(
-                        "{} = {value:?} does not match the database: {why}{dropped}",
-                        mapping.located(&key)
-                    ),
-                    None => format!(
-                        "mapping {section} does not match the database: {why}{dropped}"
-                    ),
-                }));
+                return Err(input_error(
+                    match key_at_fault(conn, dialect, check).await {
+                        Some((key, value, why)) => format!(
+                            "{} = {value:?} does not match the database: {why}{dropped}",
+                            mapping.located(&key)
+                        ),
+                        None => {
+                            format!("mapping {section} does not match the database: {why}{dropped}")
+                        }
+                    },
+                ));
             }
             return Err(e.into());
         }
@@ -587,7 +603,11 @@ type OwnFrom<'a> = dyn Fn(&str, RowRefs, &str, Option<&str>) -> String + 'a;
 fn evidence_checks(mapping: &Mapping, dialect: Dialect, own: &OwnFrom<'_>) -> Vec<SectionCheck> {
     let q = |s: &str| dialect.quote(s);
     let zero_rows = |table: &str, column: &str| {
-        format!("SELECT this.{} FROM {} this WHERE 1 = 0", q(column), q(table))
+        format!(
+            "SELECT this.{} FROM {} this WHERE 1 = 0",
+            q(column),
+            q(table)
+        )
     };
     let mut checks = Vec::new();
     for (i, e) in mapping.evidence.iter().enumerate() {
