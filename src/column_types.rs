@@ -301,11 +301,14 @@ pub async fn check_value(
     };
     let fam = family(dialect, &found);
     if let Err(must) = accepts(Role::Counter, fam, dialect) {
+        let mut what = fam.describe(&found);
+        // The engine's own name of the type, unless the description already gives it.
+        if !what.contains(&format!("({found})")) && !what.starts_with("of type") {
+            what.push_str(&format!(" ({} type {found})", dialect.name()));
+        }
         return Err(input_error(format!(
-            "{} = {value:?}: the expression is {} ({} type {found}); {must}",
+            "{} = {value:?}: the expression is {what}; {must}",
             mapping.located("counter.value"),
-            fam.describe(&found),
-            dialect.name()
         )));
     }
     Ok(())
