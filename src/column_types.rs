@@ -143,46 +143,42 @@ fn bare_column(predicate: &str) -> Option<String> {
     (ok && !keyword).then(|| inner.to_string())
 }
 
-/// One column to check: (mapping key as the user wrote it, table, column, role).
-type Check = (String, String, String, Role);
+/// One column to check: (dotted mapping key, e.g. `evidence[2].column`, and its value as
+/// written; table, column, role).
+type Check = ((String, String), String, String, Role);
 
 /// Every mapped column with a type rule, with its mapping key.
 fn checks(mapping: &Mapping) -> Vec<Check> {
     let mut out: Vec<Check> = Vec::new();
-    let key = |section: &str, k: &str, v: &str| format!("{section} {k} = {v:?}");
+    let key = |k: &str, v: &str| (k.to_string(), v.to_string());
     let m = &mapping.messages;
     out.push((
-        key("[messages]", "id", &m.id),
+        key("messages.id", &m.id),
         m.table.clone(),
         m.id.clone(),
         Role::Position,
     ));
     if let Some(c) = &m.created_at {
         out.push((
-            key("[messages]", "created_at", c),
+            key("messages.created_at", c),
             m.table.clone(),
             c.clone(),
             Role::Time,
         ));
     }
     for (k, p) in [
-        ("countable", &m.countable),
-        ("legacy_countable", &m.legacy_countable),
+        ("messages.countable", &m.countable),
+        ("messages.legacy_countable", &m.legacy_countable),
     ] {
         if let Some(col) = p.as_deref().and_then(bare_column) {
             let p = p.as_deref().unwrap_or_default();
-            out.push((
-                key("[messages]", k, p),
-                m.table.clone(),
-                col,
-                Role::Predicate,
-            ));
+            out.push((key(k, p), m.table.clone(), col, Role::Predicate));
         }
     }
     if let Some(mb) = &mapping.members {
         if let Some(j) = &mb.join_position {
             out.push((
-                key("[members]", "join_position", j),
+                key("members.join_position", j),
                 mb.table.clone(),
                 j.clone(),
                 Role::Position,
@@ -190,7 +186,7 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
         }
         if let Some(j) = &mb.join_time {
             out.push((
-                key("[members]", "join_time", j),
+                key("members.join_time", j),
                 mb.table.clone(),
                 j.clone(),
                 Role::Time,
@@ -199,7 +195,7 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
         if let Some(col) = mb.active.as_deref().and_then(bare_column) {
             let p = mb.active.as_deref().unwrap_or_default();
             out.push((
-                key("[members]", "active", p),
+                key("members.active", p),
                 mb.table.clone(),
                 col,
                 Role::Predicate,
@@ -209,7 +205,7 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
     let c = &mapping.counter;
     if c.stored_column().is_some() {
         out.push((
-            key("[counter]", "column", &c.column),
+            key("counter.column", &c.column),
             mapping.counter_table().to_string(),
             c.column.clone(),
             Role::Counter,
@@ -220,11 +216,7 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
         if let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() {
             for dc in cols {
                 out.push((
-                    key(
-                        "[contract]",
-                        "columns",
-                        &format!("{}.{}", dc.table, dc.column),
-                    ),
+                    key("contract.columns", &format!("{}.{}", dc.table, dc.column)),
                     dc.table,
                     dc.column,
                     Role::Counter,
@@ -239,18 +231,18 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
             _ => continue,
         };
         if let Some(src) = e.source() {
-            let section = format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str());
+            let n = i + 1;
             match &src.lookup {
                 // The column holds a key (any type): the lookup's position column is the
                 // position.
                 Some(l) => out.push((
-                    key(&section, "lookup.position", &l.position),
+                    key(&format!("evidence[{n}].lookup.position"), &l.position),
                     l.table.clone(),
                     l.position.clone(),
                     Role::Position,
                 )),
                 None => out.push((
-                    key(&section, "column", &src.column),
+                    key(&format!("evidence[{n}].column"), &src.column),
                     src.table.clone(),
                     src.column.clone(),
                     role,
@@ -264,21 +256,60 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
 /// Checks the declared type of every mapped column (see the module documentation). A column
 /// the catalog does not know is skipped here: the preflight's query reports it.
 ///
-/// Errors (exit 2): the first column of the wrong type, e.g. `[messages] id = "body": column
-/// messages.body is text; a position must be an integer`. Exit 3: the catalog cannot be read.
+/// Errors (exit 2): the first column of the wrong type, named by its mapping key with where
+/// it is written, e.g. `tidemark.toml:4:6: messages.id = "body": column messages.body is
+/// text; a position must be an integer`. Exit 3: the catalog cannot be read.
 pub async fn check(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) -> Result<()> {
     let ctx = SqlContext::new(mapping, dialect);
-    for (key, table, column, role) in checks(mapping) {
+    for ((key, value), table, column, role) in checks(mapping) {
         let Some(declared) = column_type(conn, &ctx, &table, &column).await? else {
             continue;
         };
         let fam = family(dialect, &declared);
         if let Err(must) = accepts(role, fam, dialect) {
             return Err(input_error(format!(
-                "{key}: column {table}.{column} is {}; {must}",
+                "{} = {value:?}: column {table}.{column} is {}; {must}",
+                mapping.located(&key),
                 fam.describe(&declared)
             )));
         }
+    }
+    Ok(())
+}
+
+/// Checks the type of `[counter] value`, an SQL expression (issue 12), before any stage
+/// reads it: it must be an integer, as a counter column must. `from` is the counter's own
+/// rows as the stages read them (`<counter table> this [LEFT JOIN … conv] [LEFT JOIN … usr]
+/// WHERE (<rows>)`), already checked to resolve. How the type is found is the dialect's
+/// ([`crate::dialect::SqlDialect::expression_type`]): the declared type of the expression
+/// over zero rows on PostgreSQL and MySQL/MariaDB; on SQLite, whose values carry their own
+/// types, the type of the first value that is not an integer (or NULL).
+///
+/// Errors (exit 2): `file:line:col: counter.value = "…": the expression is text (…); a
+/// counter must be an integer`. Exit 3: the database fails.
+pub async fn check_value(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    from: &str,
+) -> Result<()> {
+    let Some(value) = mapping.counter.value.as_deref() else {
+        return Ok(());
+    };
+    let Some(found) = dialect.expression_type(conn, value, from).await? else {
+        return Ok(());
+    };
+    let fam = family(dialect, &found);
+    if let Err(must) = accepts(Role::Counter, fam, dialect) {
+        let mut what = fam.describe(&found);
+        // The engine's own name of the type, unless the description already gives it.
+        if !what.contains(&format!("({found})")) && !what.starts_with("of type") {
+            what.push_str(&format!(" ({} type {found})", dialect.name()));
+        }
+        return Err(input_error(format!(
+            "{} = {value:?}: the expression is {what}; {must}",
+            mapping.located("counter.value"),
+        )));
     }
     Ok(())
 }

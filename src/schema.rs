@@ -122,14 +122,32 @@ pub async fn watermark_key_types(
     Ok((user, conv))
 }
 
+/// One preflight query (a section, or an evidence entry's lookup) and what names the mapping
+/// key at fault when it fails: the key of its table, and a zero-row query per key it reads.
+struct SectionCheck {
+    /// `[messages]`, `[[evidence]] #2 (position)`, `[[evidence]] #2 lookup`… (for
+    /// [`checked_table`]).
+    section: String,
+    /// The section's one zero-row query.
+    sql: String,
+    /// The dotted key naming the table (`members.table`) and the table.
+    table: (String, String),
+    /// Per key the section reads: (dotted key, its value, a zero-row query of it alone).
+    parts: Vec<(String, String, String)>,
+}
+
 /// Checks that every table, column and predicate of the mapping is usable by running
 /// `SELECT <columns> FROM <table> WHERE (<predicate>) AND 1 = 0` for each section: the
 /// database parses and resolves it but reads no row.
 ///
-/// First the declared type of every mapped column ([`crate::column_types::check`]).
+/// First the declared type of every mapped column ([`crate::column_types::check`]); last the
+/// type of `[counter] value` ([`crate::column_types::check_value`]).
 ///
-/// Errors (exit 2): a column of the wrong type, named by its mapping key; the first section
-/// that fails, named with the database's message.
+/// Errors (exit 2): a column or expression of the wrong type, named by its mapping key; the
+/// first section that fails, named by the mapping key at fault (its table, a column or a
+/// predicate, each tried alone with a zero-row query) with where it is written
+/// (`tidemark.toml:21:10: evidence[1].column = "nope" does not match the database: …`) and the
+/// database's message.
 pub async fn preflight(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -169,10 +187,48 @@ pub async fn preflight(
         }
         from
     };
+    // A zero-row query of one column of `table`.
+    let column_part = |key: &str, table: &str, column: &str| {
+        (
+            key.to_string(),
+            column.to_string(),
+            format!(
+                "SELECT this.{} FROM {} this WHERE 1 = 0",
+                q(column),
+                q(table)
+            ),
+        )
+    };
+    // A zero-row query of one predicate (or expression, `as_value`) over `from`.
+    let predicate_part = |key: &str, text: &str, from: String, as_value: bool| {
+        let sql = if as_value {
+            format!("SELECT ({text}) AS tm_value FROM {from} WHERE 1 = 0")
+        } else {
+            format!("SELECT 1 FROM {from} WHERE ({text}) AND 1 = 0")
+        };
+        (key.to_string(), text.to_string(), sql)
+    };
     let m = &mapping.messages;
-    let mut checks: Vec<(String, String)> = vec![(
-        "[messages]".into(),
-        format!(
+    let mut msg_parts = vec![
+        column_part("messages.id", &m.table, &m.id),
+        column_part("messages.conversation", &m.table, &m.conversation),
+        column_part("messages.sender", &m.table, &m.sender),
+    ];
+    if let Some(c) = &m.created_at {
+        msg_parts.push(column_part("messages.created_at", &m.table, c));
+    }
+    for (key, p) in [
+        ("messages.countable", &m.countable),
+        ("messages.legacy_countable", &m.legacy_countable),
+    ] {
+        if let Some(p) = p {
+            let from = own(&m.table, RowRefs::of(Some(p)), &m.conversation, None);
+            msg_parts.push(predicate_part(key, p, from, false));
+        }
+    }
+    let mut checks: Vec<SectionCheck> = vec![SectionCheck {
+        section: "[messages]".into(),
+        sql: format!(
             "SELECT {} FROM {} WHERE ({}) AND ({}) AND 1 = 0",
             cols(&[
                 Some(&m.id),
@@ -189,26 +245,51 @@ pub async fn preflight(
             m.countable.as_deref().unwrap_or("1 = 1"),
             m.legacy_countable.as_deref().unwrap_or("1 = 1"),
         ),
-    )];
+        table: ("messages.table".into(), m.table.clone()),
+        parts: msg_parts,
+    }];
     for (name, k) in [
-        ("[conversations]", &mapping.conversations),
-        ("[users]", &mapping.users),
+        ("conversations", &mapping.conversations),
+        ("users", &mapping.users),
     ] {
         if let Some(k) = k {
-            checks.push((
-                name.into(),
-                format!(
+            checks.push(SectionCheck {
+                section: format!("[{name}]"),
+                sql: format!(
                     "SELECT {} FROM {} this WHERE 1 = 0",
                     cols(&[Some(&k.key)]),
                     q(&k.table)
                 ),
-            ));
+                table: (format!("{name}.table"), k.table.clone()),
+                parts: vec![column_part(&format!("{name}.key"), &k.table, &k.key)],
+            });
         }
     }
     if let Some(mb) = &mapping.members {
-        checks.push((
-            "[members]".into(),
-            format!(
+        let mut parts = vec![
+            column_part("members.user", &mb.table, &mb.user),
+            column_part("members.conversation", &mb.table, &mb.conversation),
+        ];
+        for (key, c) in [
+            ("members.join_position", &mb.join_position),
+            ("members.join_time", &mb.join_time),
+        ] {
+            if let Some(c) = c {
+                parts.push(column_part(key, &mb.table, c));
+            }
+        }
+        if let Some(a) = &mb.active {
+            let from = own(
+                &mb.table,
+                RowRefs::of(Some(a)),
+                &mb.conversation,
+                Some(&mb.user),
+            );
+            parts.push(predicate_part("members.active", a, from, false));
+        }
+        checks.push(SectionCheck {
+            section: "[members]".into(),
+            sql: format!(
                 "SELECT {} FROM {} WHERE ({}) AND 1 = 0",
                 cols(&[
                     Some(&mb.user),
@@ -224,7 +305,9 @@ pub async fn preflight(
                 ),
                 mb.active.as_deref().unwrap_or("1 = 1"),
             ),
-        ));
+            table: ("members.table".into(), mb.table.clone()),
+            parts,
+        });
     }
     let c = &mapping.counter;
     let value = c
@@ -232,27 +315,64 @@ pub async fn preflight(
         .as_ref()
         .map(|v| format!("({v}) AS tm_value, "))
         .unwrap_or_default();
-    checks.push((
-        "[counter]".into(),
-        format!(
-            "SELECT {value}{} FROM {} WHERE ({}) AND 1 = 0",
+    let counter_table = mapping.counter_table();
+    let counter_conv = c.conversation.as_deref().unwrap_or(&m.conversation);
+    let counter_from = own(
+        counter_table,
+        RowRefs::of(c.value.as_deref()).or(RowRefs::of(c.rows.as_deref())),
+        counter_conv,
+        c.user.as_deref(),
+    );
+    let mut counter_parts = Vec::new();
+    for (key, col) in [
+        ("counter.column", c.stored_column().map(|_| &c.column)),
+        ("counter.user", c.user.as_ref()),
+        ("counter.conversation", c.conversation.as_ref()),
+    ] {
+        if let Some(col) = col {
+            counter_parts.push(column_part(key, counter_table, col));
+        }
+    }
+    for (key, text, as_value) in [
+        ("counter.value", &c.value, true),
+        ("counter.rows", &c.rows, false),
+    ] {
+        if let Some(t) = text {
+            let from = own(
+                counter_table,
+                RowRefs::of(Some(t)),
+                counter_conv,
+                c.user.as_deref(),
+            );
+            counter_parts.push(predicate_part(key, t, from, as_value));
+        }
+    }
+    checks.push(SectionCheck {
+        section: "[counter]".into(),
+        sql: format!(
+            "SELECT {value}{} FROM {counter_from} WHERE ({}) AND 1 = 0",
             cols(&[
                 c.stored_column().map(|_| &c.column),
                 c.user.as_ref(),
                 c.conversation.as_ref()
             ]),
-            own(
-                mapping.counter_table(),
-                RowRefs::of(c.value.as_deref()).or(RowRefs::of(c.rows.as_deref())),
-                c.conversation.as_deref().unwrap_or(&m.conversation),
-                c.user.as_deref()
-            ),
             c.rows.as_deref().unwrap_or("1 = 1"),
         ),
-    ));
+        table: (
+            if c.table.is_some() {
+                "counter.table"
+            } else {
+                "messages.table"
+            }
+            .into(),
+            counter_table.to_string(),
+        ),
+        parts: counter_parts,
+    });
     checks.extend(evidence_checks(mapping, dialect, &own));
-    for (section, sql) in checks {
-        if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
+    for check in &checks {
+        if let Err(e) = sqlx::raw_sql(&check.sql).execute(&mut *conn).await {
+            let section = check.section.as_str();
             let e = anyhow::Error::from(e);
             if crate::lock::is_lock_wait(&e) {
                 return Err(e.context(format!(
@@ -260,7 +380,7 @@ pub async fn preflight(
                 )));
             }
             if crate::db::privileges::is_permission_denied(&e) {
-                let table = checked_table(mapping, &section);
+                let table = checked_table(mapping, section);
                 let select = [crate::db::privileges::Privilege::Select];
                 return Err(
                     crate::db::privileges::denied(conn, dialect, &table, &select, &e).await,
@@ -286,14 +406,55 @@ pub async fn preflight(
                 } else {
                     String::new()
                 };
-                return Err(input_error(format!(
-                    "mapping {section} does not match the database: {why}{dropped}"
-                )));
+                return Err(input_error(
+                    match key_at_fault(conn, dialect, check).await {
+                        Some((key, value, why)) => format!(
+                            "{} = {value:?} does not match the database: {why}{dropped}",
+                            mapping.located(&key)
+                        ),
+                        None => {
+                            format!("mapping {section} does not match the database: {why}{dropped}")
+                        }
+                    },
+                ));
             }
             return Err(e.into());
         }
     }
+    let counter_rows = format!(
+        "{counter_from} WHERE ({})",
+        c.rows.as_deref().unwrap_or("1 = 1")
+    );
+    crate::column_types::check_value(conn, mapping, dialect, &counter_rows).await?;
     check_counter_rows(conn, mapping, dialect).await
+}
+
+/// The mapping key at fault in a failed preflight `check`, with its value and the database's
+/// message: its table when the table does not exist, else the first of its keys whose own
+/// zero-row query fails. None when each succeeds alone.
+async fn key_at_fault(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    check: &SectionCheck,
+) -> Option<(String, String, String)> {
+    let (table_key, table) = &check.table;
+    if !table_exists(conn, dialect, table).await.unwrap_or(true) {
+        return Some((
+            table_key.clone(),
+            table.clone(),
+            format!("table {table:?} not found"),
+        ));
+    }
+    for (key, value, sql) in &check.parts {
+        if let Err(e) = sqlx::raw_sql(sql).execute(&mut *conn).await {
+            let why = e
+                .as_database_error()
+                .map(|d| d.message().replace("this.", ""))
+                .unwrap_or_else(|| e.to_string());
+            return Some((key.clone(), value.clone(), why));
+        }
+    }
+    None
 }
 
 /// The `[contract] columns` entries (`drop = "columns"`) must name existing columns, unless a
@@ -307,13 +468,38 @@ async fn check_contract_columns(
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<()> {
+    match missing_contract_columns(conn, mapping, dialect).await?.first() {
+        None => Ok(()),
+        Some(dc) => Err(input_error(format!(
+            "{} = \"{}.{}\": column {:?} not found in table {:?} (and tidemark_counter_archive holds no archive of it)",
+            mapping.located("contract.columns"),
+            dc.table,
+            dc.column,
+            dc.column,
+            dc.table
+        ))),
+    }
+}
+
+/// The `[contract] columns` entries (`drop = "columns"`, in the mapping's order) that name a
+/// column the database does not have (any more) and that no contract run dropped (none of
+/// them is archived in `tidemark_counter_archive`). Empty without such a section. The
+/// preflight refuses the first (exit 2); `status` warns about each.
+///
+/// Errors (exit 3): the catalog or the archive cannot be read.
+pub async fn missing_contract_columns(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Vec<crate::mapping::DropColumn>> {
     if mapping.contract.is_none() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let ctx = SqlContext::new(mapping, dialect);
+    let mut missing = Vec::new();
     for dc in cols {
         let present = crate::stages::contract::table_columns(conn, &ctx, &dc.table).await?;
         if present.iter().any(|p| p.eq_ignore_ascii_case(&dc.column)) {
@@ -325,12 +511,9 @@ async fn check_contract_columns(
         {
             continue;
         }
-        return Err(input_error(format!(
-            "[contract] columns = \"{}.{}\": column {:?} not found in table {:?} (and tidemark_counter_archive holds no archive of it)",
-            dc.table, dc.column, dc.column, dc.table
-        )));
+        missing.push(dc);
     }
-    Ok(())
+    Ok(missing)
 }
 
 /// The `[contract] columns` a contract run dropped, each as `contract run #N (table.column)`,
@@ -413,18 +596,23 @@ type OwnFrom<'a> = dyn Fn(&str, RowRefs, &str, Option<&str>) -> String + 'a;
 
 /// The preflight queries of the evidence: per `position` / `timestamp` entry its columns
 /// under its `filter` (the evidence row is `this`, as in the backfill), and its `lookup`
-/// table's key and position columns (section `[[evidence]] #N lookup`).
+/// table's key and position columns (section `[[evidence]] #N lookup`), each with its keys
+/// (`evidence[N].column`, `evidence[N].lookup.key`…) for naming the one at fault.
 /// `own` builds the FROM clause of an own row `this` with the `conv` / `usr` rows its
 /// predicate reads (as in [`preflight`]).
-fn evidence_checks(
-    mapping: &Mapping,
-    dialect: Dialect,
-    own: &OwnFrom<'_>,
-) -> Vec<(String, String)> {
+fn evidence_checks(mapping: &Mapping, dialect: Dialect, own: &OwnFrom<'_>) -> Vec<SectionCheck> {
     let q = |s: &str| dialect.quote(s);
+    let zero_rows = |table: &str, column: &str| {
+        format!(
+            "SELECT this.{} FROM {} this WHERE 1 = 0",
+            q(column),
+            q(table)
+        )
+    };
     let mut checks = Vec::new();
     for (i, e) in mapping.evidence.iter().enumerate() {
         let Some(src) = e.source() else { continue };
+        let n = i + 1;
         let cols = [
             Some(&src.user),
             src.conversation.as_ref(),
@@ -435,9 +623,38 @@ fn evidence_checks(
         .map(|c| format!("this.{}", q(c)))
         .collect::<Vec<_>>()
         .join(", ");
-        checks.push((
-            format!("[[evidence]] #{} ({})", i + 1, e.kind().as_str()),
-            format!(
+        let mut parts = Vec::new();
+        for (k, c) in [
+            ("user", Some(&src.user)),
+            ("conversation", src.conversation.as_ref()),
+            ("column", Some(&src.column)),
+        ] {
+            if let Some(c) = c {
+                parts.push((
+                    format!("evidence[{n}].{k}"),
+                    c.clone(),
+                    zero_rows(&src.table, c),
+                ));
+            }
+        }
+        if let Some(f) = &src.filter {
+            parts.push((
+                format!("evidence[{n}].filter"),
+                f.clone(),
+                format!(
+                    "SELECT 1 FROM {} WHERE ({f}) AND 1 = 0",
+                    own(
+                        &src.table,
+                        RowRefs::of(Some(f)),
+                        src.conversation.as_deref().unwrap_or_default(),
+                        Some(&src.user)
+                    )
+                ),
+            ));
+        }
+        checks.push(SectionCheck {
+            section: format!("[[evidence]] #{n} ({})", e.kind().as_str()),
+            sql: format!(
                 "SELECT {cols} FROM {} WHERE ({}) AND 1 = 0",
                 own(
                     &src.table,
@@ -447,11 +664,27 @@ fn evidence_checks(
                 ),
                 src.filter.as_deref().unwrap_or("1 = 1"),
             ),
-        ));
+            table: (format!("evidence[{n}].table"), src.table.clone()),
+            parts,
+        });
         if let Some(l) = &src.lookup {
-            checks.push((
-                format!("[[evidence]] #{} lookup", i + 1),
-                format!(
+            let mut parts = Vec::new();
+            for (k, c) in [
+                ("key", Some(&l.key)),
+                ("position", Some(&l.position)),
+                ("conversation", l.conversation.as_ref()),
+            ] {
+                if let Some(c) = c {
+                    parts.push((
+                        format!("evidence[{n}].lookup.{k}"),
+                        c.clone(),
+                        zero_rows(&l.table, c),
+                    ));
+                }
+            }
+            checks.push(SectionCheck {
+                section: format!("[[evidence]] #{n} lookup"),
+                sql: format!(
                     "SELECT tm_t.{}, tm_t.{}{} FROM {} tm_t WHERE 1 = 0",
                     q(&l.key),
                     q(&l.position),
@@ -461,7 +694,9 @@ fn evidence_checks(
                         .unwrap_or_default(),
                     q(&l.table)
                 ),
-            ));
+                table: (format!("evidence[{n}].lookup.table"), l.table.clone()),
+                parts,
+            });
         }
     }
     checks

@@ -184,7 +184,7 @@ pub struct AuditArgs {
     #[arg(long, default_value = "tidemark-drift.csv", value_name = "FILE")]
     pub report: PathBuf,
     /// Compare counts as "N+": counting stops at N+1 and both sides are clamped to N+1.
-    #[arg(long, value_name = "N", value_parser = at_least::<i64>(0))]
+    #[arg(long, value_name = "N", value_parser = at_least::<i64>(1))]
     pub cap: Option<i64>,
     /// Rows per batch (counter rows, or messages for per_message).
     #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
@@ -308,14 +308,15 @@ where
     }
 }
 
-/// A rate: a number, 0 or more (0 is no limit, as the backfill reads it).
+/// A rate: a number above 0 (members per second; fractions allowed, e.g. 0.5 for one member
+/// every two seconds). 0 is refused rather than read as "no limit": leave the option out for
+/// no throttle. The error names the allowed range; clap prints it after the option's name.
 fn rate(s: &str) -> Result<f64, String> {
+    const WANTED: &str = "expected a number above 0 (leave the option out for no limit)";
     match s.trim().parse::<f64>() {
-        Ok(r) if r >= 0.0 && r.is_finite() => Ok(r),
-        Ok(r) => Err(format!("{r} is below 0: expected a number, 0 or more")),
-        Err(_) => Err(format!(
-            "{s:?} is not a number: expected a number, 0 or more"
-        )),
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        Ok(r) if r.is_finite() => Err(format!("{r} is not above 0: {WANTED}")),
+        _ => Err(format!("{s:?} is not a number: {WANTED}")),
     }
 }
 

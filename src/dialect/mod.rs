@@ -215,6 +215,23 @@ pub trait SqlDialect: Sync + std::fmt::Debug {
         name: &'a str,
     ) -> BoxFuture<'a, Result<bool>>;
 
+    /// The type of the SQL expression `expr` (the mapping's `[counter] value`) over the rows
+    /// `from` (`<table> this [LEFT JOIN …] WHERE (<rows>)`, already known to resolve), named
+    /// as this engine names types (for [`crate::column_types::family`]), or None when it
+    /// cannot tell (a NULL literal; SQLite: no value that is not an integer).
+    /// PostgreSQL and MySQL/MariaDB read no row: `pg_typeof` over a zero-row subquery, and the
+    /// result set's column type of a zero-row `SELECT`. SQLite has no declared type for an
+    /// expression (its values carry their own): the type of the first value that is not an
+    /// integer or NULL (`typeof`), which reads the rows until it finds one.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn expression_type<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        expr: &'a str,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>>>;
+
     /// The bind values, in order, that name `table` (`name` or `schema.name`, unquoted) in
     /// the catalog queries `sql/<dialect>/column_type.sql` (followed by the column name) and
     /// `sql/<dialect>/contract_columns.sql`.

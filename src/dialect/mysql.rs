@@ -185,6 +185,53 @@ impl SqlDialect for Mysql {
         })
     }
 
+    /// The column type of a zero-row `SELECT` of the expression, from the result set's
+    /// metadata (the server reports it for a prepared statement without running it). sqlx's
+    /// generic driver names only some types and refuses the others with an error that names
+    /// the protocol's type (`Tiny`, `NewDecimal`, `Datetime`…): both are mapped to type names
+    /// [`crate::column_types::family`] reads. MySQL reports `TEXT` columns as BLOBs: named
+    /// `text/blob`.
+    fn expression_type<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        expr: &'a str,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            use sqlx::{Column, Executor, TypeInfo};
+            let sql = format!("SELECT ({expr}) AS v FROM {from} AND 1 = 0");
+            let name = match (&mut *conn).describe(&sql).await {
+                Ok(d) => d
+                    .columns()
+                    .first()
+                    .map(|c| c.type_info().name().to_ascii_lowercase()),
+                Err(sqlx::Error::AnyDriverError(e)) => {
+                    // "Any driver does not support MySql type MySqlTypeInfo { type: X, … }"
+                    let msg = e.to_string();
+                    msg.split("type: ")
+                        .nth(1)
+                        .and_then(|r| r.split([',', ' ', '}']).next())
+                        .map(str::to_string)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            Ok(name.and_then(|n| {
+                let n = match n.as_str() {
+                    "null" => return None,
+                    "blob" => "text/blob".to_string(),
+                    "Tiny" | "Int24" | "Year" | "Bit" => format!("int ({n})"),
+                    "Decimal" | "NewDecimal" => "decimal".to_string(),
+                    "Date" | "Time" | "Datetime" | "Timestamp" | "NewDate" => {
+                        n.to_ascii_lowercase()
+                    }
+                    "Enum" | "Set" => format!("{} (text)", n.to_ascii_lowercase()),
+                    _ => n.to_ascii_lowercase(),
+                };
+                Some(n)
+            }))
+        })
+    }
+
     /// The schema (NULL: the current database) and the table name.
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
         let (schema, name) = split_table(table);

@@ -148,6 +148,24 @@ impl SqlDialect for Postgres {
         })
     }
 
+    /// `pg_typeof` of the expression in a zero-row subquery, outer-joined to one row: the
+    /// NULL it yields still has the expression's type (`integer`, `text`, `numeric`…).
+    fn expression_type<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        expr: &'a str,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            let sql = format!(
+                "SELECT CAST(pg_typeof(tm_s.v) AS TEXT) AS t FROM (SELECT 1 AS one) tm_one \
+                 LEFT JOIN (SELECT ({expr}) AS v FROM {from} AND 1 = 0) tm_s ON TRUE"
+            );
+            let row = sqlx::query(&sql).fetch_one(&mut *conn).await?;
+            Ok(text(&row, "t")?.filter(|t| t != "unknown"))
+        })
+    }
+
     /// The quoted table name, resolved by `to_regclass` (which follows the search path).
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
         vec![Some(<dyn SqlDialect>::quote(self, table))]

@@ -171,6 +171,27 @@ impl SqlDialect for Sqlite {
         })
     }
 
+    /// `typeof` of the first value that is not an integer or NULL (`text`, `real`, `blob`):
+    /// SQLite declares no type for an expression, and a value's own type is what the stages
+    /// would read.
+    fn expression_type<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        expr: &'a str,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            let sql = format!(
+                "SELECT typeof(tm_s.v) AS t FROM (SELECT ({expr}) AS v FROM {from}) tm_s \
+                 WHERE typeof(tm_s.v) NOT IN ('integer', 'null') LIMIT 1"
+            );
+            match sqlx::query(&sql).fetch_optional(&mut *conn).await? {
+                Some(row) => text(&row, "t"),
+                None => Ok(None),
+            }
+        })
+    }
+
     /// The schema (`main` when none is named) and the table name.
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
         let (schema, name) = match table.split_once('.') {

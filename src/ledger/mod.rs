@@ -294,6 +294,50 @@ pub async fn set_status(
     Ok(())
 }
 
+/// Marks `abandoned` every run of `stage` under this mapping (`fingerprint`) other than
+/// `current` that the ledger still records as `running`, and returns their ids (oldest first).
+///
+/// Call it only while holding the runner lock of `stage` for this mapping
+/// ([`crate::lock::RunnerLock`]), after the run `current` is chosen: the lock proves that no
+/// other runner of this stage and mapping is alive, so such a row is a run whose process was
+/// killed or whose server session was terminated before it could record its end. A backfill
+/// chooses its run first (a killed run with a checkpoint is resumed as `current`, so its
+/// checkpoint is never given up here); runs under another mapping hold another lock and are
+/// left alone.
+///
+/// Errors (exit 3): the ledger cannot be read or written.
+pub async fn abandon_stale(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    stage: Stage,
+    fingerprint: &str,
+    current: i64,
+) -> Result<Vec<i64>> {
+    let p = |n| dialect.placeholder(n);
+    let select = format!(
+        "SELECT id FROM {LEDGER_TABLE} WHERE stage = {} AND status = {} AND mapping_fingerprint = {} AND id <> {} ORDER BY id",
+        p(1), p(2), p(3), p(4)
+    );
+    let stale: Vec<i64> = sqlx::query_scalar(&select)
+        .bind(stage.as_str().to_string())
+        .bind(RunStatus::Running.as_str().to_string())
+        .bind(fingerprint.to_string())
+        .bind(current)
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading the ledger")?;
+    for id in &stale {
+        let mut attempt = 0;
+        loop {
+            match set_status(conn, dialect, *id, RunStatus::Abandoned).await {
+                Err(e) if retry_lock_wait(&e, &mut attempt).await => continue,
+                other => break other.context("writing the ledger")?,
+            }
+        }
+    }
+    Ok(stale)
+}
+
 /// A drifting row as `--store-rows` keeps it in `tidemark_drift_rows`.
 #[derive(Debug, Clone)]
 pub struct DriftRow {

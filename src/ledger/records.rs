@@ -65,7 +65,9 @@ pub enum RunStatus {
     Failed,
     /// A backfill stopped by a signal or `--run-time` after a checkpoint; it resumes.
     Interrupted,
-    /// An unfinished backfill given up by `--restart`.
+    /// An unfinished backfill given up by `--restart`, or a run left `running` by a process or
+    /// server session that died, found by a later run of its stage and mapping that holds the
+    /// runner lock ([`crate::ledger::abandon_stale`]).
     Abandoned,
     /// An audit stopped at `--run-time`; `--resume` continues it.
     Incomplete,

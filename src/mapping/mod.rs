@@ -57,6 +57,10 @@ pub struct Mapping {
     /// The SQL predicates with where each was written, for
     /// [`Mapping::check_predicates`] (not part of the fingerprint).
     pub predicates: Vec<PredicateSite>,
+    /// `origin:line:col` of each key's value as written, by dotted key (`messages.id`,
+    /// `evidence[2].column`, `contract.columns`), for [`Mapping::located`] (not part of the
+    /// fingerprint).
+    pub locations: std::collections::BTreeMap<String, String>,
 }
 
 /// `[messages]`.
@@ -265,6 +269,23 @@ impl Mapping {
             ))
         })?;
         Mapping::parse(&text, &path.display().to_string())
+    }
+
+    /// A mapping key as the database checks name it: `origin:line:col: key` (e.g.
+    /// `tidemark.toml:12:10: evidence[2].column`), at the value's line and column in the file;
+    /// a key inside an inline table (`evidence[1].lookup.position`) is placed at the table's
+    /// key; just `key` when the file does not have it.
+    pub fn located(&self, key: &str) -> String {
+        let mut k = key;
+        loop {
+            if let Some(at) = self.locations.get(k) {
+                return format!("{at}: {key}");
+            }
+            match k.rfind('.') {
+                Some(dot) if k[..dot].contains('.') => k = &k[..dot],
+                _ => return key.to_string(),
+            }
+        }
     }
 
     /// The table holding the counter (for per_message: the messages table).

@@ -235,8 +235,37 @@ impl Mapping {
                 });
             }
         }
+        // Where each key's value was written, for the database checks' messages.
+        let mut sections: Vec<(String, &Spanned<toml::Table>)> = vec![
+            ("messages".into(), &raw.messages),
+            ("counter".into(), &raw.counter),
+            ("watermarks".into(), &raw.watermarks),
+        ];
+        for (name, t) in [
+            ("members", &raw.members),
+            ("conversations", &raw.conversations),
+            ("users", &raw.users),
+            ("contract", &raw.contract),
+            ("backfill", &raw.backfill),
+        ] {
+            if let Some(t) = t {
+                sections.push((name.into(), t));
+            }
+        }
+        for (i, t) in raw.evidence.iter().enumerate() {
+            sections.push((format!("evidence[{}]", i + 1), t));
+        }
+        let mut locations = std::collections::BTreeMap::new();
+        for (name, table) in sections {
+            for key in table.get_ref().keys() {
+                let span = loc.value_span(table, key).unwrap_or(table.span());
+                let (line, col) = line_col(text, span.start);
+                locations.insert(format!("{name}.{key}"), format!("{origin}:{line}:{col}"));
+            }
+        }
         Ok(Mapping {
             predicates,
+            locations,
             messages,
             members,
             counter,

@@ -240,6 +240,12 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
         )?,
         None => writeln!(w, "  backfill:  never run")?,
     }
+    for column in &s.missing_contract_columns {
+        writeln!(
+            w,
+            "  warning:   [contract] columns names {column}, which the database does not have (and no contract run dropped it): backfill, audit and contract refuse this mapping until it is fixed"
+        )?;
+    }
     if s.audits.is_empty() {
         writeln!(w, "  audit:     never run")?;
         return contract_state(w, s);

@@ -36,6 +36,10 @@ pub struct Status {
     pub contract_done: Option<i64>,
     /// Whether the contract gate would open with its default options (None without a ledger).
     pub gate: Option<crate::gate::Verdict>,
+    /// The `[contract] columns` the database does not have (any more) and no contract run
+    /// dropped, as `table.column` in the mapping's order: a warning, not an error (`status`
+    /// still exits 0; `contract`, `backfill` and `audit` refuse such a mapping, exit 2).
+    pub missing_contract_columns: Vec<String>,
 }
 
 /// Reads the state of the stages.
@@ -111,7 +115,13 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         }
         _ => false,
     };
+    let missing_contract_columns = schema::missing_contract_columns(conn, mapping, dialect)
+        .await?
+        .into_iter()
+        .map(|dc| format!("{}.{}", dc.table, dc.column))
+        .collect();
     Ok(Status {
+        missing_contract_columns,
         backfill_alive,
         migrations,
         watermarks,

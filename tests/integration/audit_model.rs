@@ -97,7 +97,7 @@ fn world() -> impl Strategy<Value = World> {
     );
     (
         any::<bool>(),
-        prop::option::weighted(0.4, 0i64..4),
+        prop::option::weighted(0.4, 1i64..4),
         prop::collection::vec(conv, CONVS as usize),
     )
         .prop_map(|(per_message, cap, convs)| {

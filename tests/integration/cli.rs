@@ -474,32 +474,51 @@ async fn missing_mapping_file_exits_2() {
     assert!(run.stderr.contains("tidemark.toml"), "{}", run.stderr);
 }
 
-/// Mapping values naming columns the database does not have: (replace this, with this, the
-/// section the error must name, the column it must name).
-const MISSING_COLUMNS: [(&str, &str, &str, &str); 3] = [
+/// Mapping values naming tables, columns or predicates the database does not have: (replace
+/// this, with this line, the mapping key the error must name, its value).
+const MISSING_COLUMNS: [(&str, &str, &str, &str); 6] = [
     (
         "sender = \"sender_id\"",
         "sender = \"nope\"",
-        "[messages]",
+        "messages.sender",
         "nope",
     ),
     (
         "column = \"unread_count\"",
         "column = \"nope_count\"",
-        "[counter]",
+        "counter.column",
         "nope_count",
     ),
     (
         "column = \"message_id\"",
         "column = \"nope_id\"",
-        "[[evidence]]",
+        "evidence[1].column",
         "nope_id",
+    ),
+    (
+        "table = \"read_receipts\"",
+        "table = \"nope_receipts\"",
+        "evidence[1].table",
+        "nope_receipts",
+    ),
+    (
+        "active = \"active = 1\"",
+        "active = \"nope_flag = 1\"",
+        "members.active",
+        "nope_flag = 1",
+    ),
+    (
+        "join_position = \"join_position\"",
+        "join_position = \"nope_position\"",
+        "members.join_position",
+        "nope_position",
     ),
 ];
 
 /// For each of [`MISSING_COLUMNS`]: after an expand with the good mapping, backfill and audit
-/// with the broken one exit 2 naming the section and the column, and write no report.
-/// Mismatches are collected and reported together.
+/// with the broken one exit 2 naming the mapping key with its file:line:col and value
+/// (`nocol.toml:12:10: members.active = "nope_flag = 1" does not match the database: …`), and
+/// write no report. Mismatches are collected and reported together.
 async fn missing_column_exits_2(dir: &Path, url: &str, label: &str) {
     write_mapping(
         dir,
@@ -512,8 +531,13 @@ async fn missing_column_exits_2(dir: &Path, url: &str, label: &str) {
     )
     .expect_code(0);
     let mut failures = Vec::new();
-    for (from, to, section, column) in MISSING_COLUMNS {
-        write_mapping(dir, "nocol.toml", &mapping_with(from, to));
+    for (from, to, key, value) in MISSING_COLUMNS {
+        let mapping = mapping_with(from, to);
+        write_mapping(dir, "nocol.toml", &mapping);
+        let want = format!(
+            "{}: {key} = {value:?} does not match the database: ",
+            crate::common::value_at("nocol.toml", &mapping, to)
+        );
         for cmd in ["backfill", "audit"] {
             let run = tidemark(
                 dir,
@@ -531,10 +555,9 @@ async fn missing_column_exits_2(dir: &Path, url: &str, label: &str) {
                 .filter(|a| cmd == "audit" || !matches!(*a, "--report" | "x.csv"))
                 .collect::<Vec<_>>(),
             );
-            if run.code != Some(2) || !run.stderr.contains(section) || !run.stderr.contains(column)
-            {
+            if run.code != Some(2) || !run.stderr.contains(&want) {
                 failures.push(format!(
-                    "{label}: `tidemark {cmd}` with {to}: exit {:?} (want 2 naming {section} and {column})\n    stdout: {}\n    stderr: {}",
+                    "{label}: `tidemark {cmd}` with {to}: exit {:?} (want 2 and {want:?})\n    stdout: {}\n    stderr: {}",
                     run.code,
                     run.stdout.lines().next().unwrap_or_default(),
                     run.stderr.trim()
@@ -999,13 +1022,15 @@ async fn database_file_conflict_names_where_the_other_url_came_from() {
     assert!(sql.stdout.contains("sqlite dialect"), "{}", sql.stdout);
 }
 
-/// A negative (or zero where 1 is the least) number for a numeric option: exit 2 with a message
+/// A negative (or zero where 1 is the least, as `--cap` and `--max-rows-per-second`) number for a numeric option: exit 2 with a message
 /// naming the option and the allowed range, not clap's "unexpected argument '-1'".
 #[test]
 fn negative_numbers_name_the_option_and_range() {
     let dir = tempdir();
     let cases: &[(&[&str], &str, &str)] = &[
-        (&["audit", "--cap", "-1"], "--cap", "0 or more"),
+        (&["audit", "--cap", "-1"], "--cap", "1 or more"),
+        // `--cap 0` would compare every count as "0+": refused, not read as a cap.
+        (&["audit", "--cap", "0"], "--cap", "1 or more"),
         (
             &["audit", "--batch-size", "-5"],
             "--batch-size",
@@ -1031,7 +1056,13 @@ fn negative_numbers_name_the_option_and_range() {
         (
             &["backfill", "--max-rows-per-second", "-3"],
             "--max-rows-per-second",
-            "0 or more",
+            "above 0",
+        ),
+        // 0 is refused, not silently read as "no throttle".
+        (
+            &["backfill", "--max-rows-per-second", "0"],
+            "--max-rows-per-second",
+            "above 0",
         ),
         (
             &["contract", "--batch-size", "-1"],

@@ -31,6 +31,7 @@ use crate::common::faults::{
 use crate::common::{exec_all, on_every_backend, Backend};
 
 on_every_backend!(servers: backend_killed_mid_backfill, backend_killed_mid_audit);
+on_every_backend!(servers: backfill_kill9_before_a_checkpoint);
 on_every_backend!(multi_thread: backfill_lock_timeout, report_disk_full);
 on_every_backend!(multi_thread: backfill_sigterm, backfill_sigint, audit_sigterm, audit_sigint);
 on_every_backend!(multi_thread: contract_kill9_at_each_step);
@@ -163,6 +164,48 @@ async fn backend_killed_mid_backfill(backend: Backend) {
     let runs = statuses(&mut admin, "backfill").await;
     assert_eq!(runs, ["done"], "the killed run resumed and finished");
     done(f, vec![admin, holder]).await;
+}
+
+/// kill -9 of a backfill before its first checkpoint (it waits on `--pause-file`): its run
+/// stays `running` with nothing to resume; the rerun starts a new run, and once it holds the
+/// runner lock marks the dead one `abandoned` (servers: the session lock goes with the
+/// process; SQLite's lock row would only be taken over after its heartbeat goes stale).
+/// `status` then shows the newest run done, and the watermarks are the uninterrupted ones.
+async fn backfill_kill9_before_a_checkpoint(backend: Backend) {
+    let Some((want, _)) = baseline(backend).await else {
+        return;
+    };
+    let Some(f) = Fixture::generated(backend, "fault_bf_kill9").await else {
+        return;
+    };
+    let mut admin = f.connect().await;
+    let pause = f.path().join("pause");
+    std::fs::write(&pause, "").unwrap();
+    let mut args = BACKFILL.to_vec();
+    args.extend(["--pause-file", pause.to_str().unwrap()]);
+    let child = f.spawn(&args, &[]);
+    until!("the backfill's ledger row", {
+        (statuses(&mut admin, "backfill").await.len() == 1).then_some(())
+    });
+    faults::signal(&child, "KILL");
+    let run = wait(child, LIMIT);
+    assert_eq!(run.code, None, "killed: {run:?}");
+    assert_eq!(statuses(&mut admin, "backfill").await, ["running"]);
+    assert!(watermarks(&mut admin).await.is_empty(), "no batch ran");
+
+    std::fs::remove_file(&pause).unwrap();
+    f.run(&BACKFILL).expect_code(0);
+    assert_eq!(
+        statuses(&mut admin, "backfill").await,
+        ["abandoned", "done"],
+        "the dead run is abandoned, the new one done"
+    );
+    assert_eq!(watermarks(&mut admin).await, want);
+    let status = f.run(&["status", "--format", "json"]);
+    status.expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(json["backfill"]["status"], "done", "{}", status.stdout);
+    done(f, vec![admin]).await;
 }
 
 /// An audit waits inside a batch statement (a second connection locks the counter table
@@ -598,6 +641,12 @@ async fn contract_kill9_at_each_step(backend: Backend) {
             backend.name(),
             rows.len()
         );
+        // The killed run stays `running` (nothing could record its end); each earlier killed
+        // run was marked `abandoned` by the next run once it held the runner lock.
+        let runs = statuses(&mut conn, "contract").await;
+        let mut want = vec!["abandoned"; runs.len() - 1];
+        want.push("running");
+        assert_eq!(runs, want, "{step}: the contract runs in the ledger");
     }
     let run = f.run(&CONTRACT);
     run.expect_code(0);
@@ -610,6 +659,11 @@ async fn contract_kill9_at_each_step(backend: Backend) {
         .unwrap()
         .clone();
     assert_eq!(status, "done");
+    // The three killed runs are `abandoned`.
+    assert_eq!(
+        statuses(&mut conn, "contract").await,
+        ["abandoned", "abandoned", "abandoned", "done"]
+    );
     assert_eq!(archived(&mut conn, id).await, values);
     let again = f.run(&["contract"]);
     again.expect_code(0);

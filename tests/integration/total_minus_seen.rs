@@ -399,7 +399,8 @@ async fn total_minus_seen(backend: Backend) {
 
 /// A `[contract] columns` entry naming a column that does not exist (and no contract run
 /// archived) is bad input for every stage that connects, not only `contract`: exit 2, naming
-/// the key and the column, before any statement.
+/// the key (with its file:line:col) and the column, before any statement; `status` prints a
+/// warning line (JSON: `missing_contract_columns`) and exits 0.
 async fn missing_contract_column(backend: Backend) {
     let Some(db) = TestDb::create(backend, "tms_nope").await else {
         return;
@@ -421,7 +422,16 @@ async fn missing_contract_column(backend: Backend) {
         );
     assert!(text.contains("seen_nope"));
     let mapping = Mapping::parse(&text, "tidemark.toml").expect("the mapping parses");
-    let want = "[contract] columns = \"channel_members.seen_nope\": column \"seen_nope\" not found in table \"channel_members\"";
+    let line = text
+        .lines()
+        .find(|l| l.contains("seen_nope"))
+        .unwrap()
+        .trim();
+    let want = format!(
+        "{}: contract.columns = \"channel_members.seen_nope\": column \"seen_nope\" not found in table \"channel_members\"",
+        crate::common::value_at("tidemark.toml", &text, line)
+    );
+    let want = want.as_str();
     // `plan` runs expand as a dry run first.
     let err = expand::run(&mut conn, &mapping, dialect, true)
         .await
@@ -452,6 +462,37 @@ async fn missing_contract_column(backend: Backend) {
     .expect_err("audit");
     assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(want), "{err:#}");
+
+    // `status` warns instead, and still exits 0: after an expand under the good mapping, the
+    // broken one names a column the database does not have; the good one names none.
+    let good = std::fs::read_to_string(dir.join("tidemark.toml")).unwrap();
+    let good_mapping = Mapping::parse(&good, "tidemark.toml").unwrap();
+    expand::run(&mut conn, &good_mapping, dialect, false)
+        .await
+        .expect("expand with the good mapping");
+    std::fs::write(tmp.path().join("bad.toml"), &text).unwrap();
+    std::fs::write(tmp.path().join("good.toml"), &good).unwrap();
+    let status = |file: &str, json: bool| {
+        let mut args = vec!["status", "--database", &db.url, "--mapping", file];
+        if json {
+            args.extend(["--format", "json"]);
+        }
+        let run = crate::common::bin::run(tmp.path(), &args);
+        assert_eq!(run.code, Some(0), "status {file}: {}", run.stderr);
+        run.stdout
+    };
+    let warning = "warning:   [contract] columns names channel_members.seen_nope, which the database does not have";
+    let out = status("bad.toml", false);
+    assert_eq!(out.matches("warning:").count(), 1, "{out}");
+    assert!(out.contains(warning), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&status("bad.toml", true)).unwrap();
+    assert_eq!(
+        json["missing_contract_columns"],
+        serde_json::json!(["channel_members.seen_nope"])
+    );
+    assert!(!status("good.toml", false).contains("warning:"));
+    let json: serde_json::Value = serde_json::from_str(&status("good.toml", true)).unwrap();
+    assert_eq!(json["missing_contract_columns"], serde_json::json!([]));
     drop(conn);
     db.cleanup().await;
 }

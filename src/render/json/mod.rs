@@ -84,6 +84,9 @@ pub struct StatusJson {
     pub contract_done_by: Option<i64>,
     /// The contract gate with default options; null without a ledger or once contracted.
     pub gate: Option<GateJson>,
+    /// The `[contract] columns` (`table.column`) the database does not have (any more) and no
+    /// contract run dropped: a warning (the exit code stays 0); empty when there are none.
+    pub missing_contract_columns: Vec<String>,
 }
 
 /// A ledger run (`status`).
@@ -191,6 +194,7 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
             } else {
                 s.gate.as_ref().map(gate)
             },
+            missing_contract_columns: s.missing_contract_columns.clone(),
         },
     )
 }

@@ -214,6 +214,7 @@ pub async fn run(
     let lock = RunnerLock::acquire(conn, dialect, &lock_name(mapping)).await?;
     let result = async {
         let (id, lo, summary) = resume_or_start(conn, mapping, dialect, opts).await?;
+        ledger::abandon_stale(conn, dialect, Stage::Backfill, &mapping.fingerprint, id).await?;
         let result = run_batches(
             conn,
             &ctx,

@@ -375,6 +375,8 @@ pub async fn run(
             &options_json,
         )
         .await?;
+        // Under the runner lock: an older contract run still `running` here was killed.
+        ledger::abandon_stale(conn, dialect, Stage::Contract, &mapping.fingerprint, id).await?;
         outcome.ledger_id = Some(id);
         let result = execute::execute(
             conn,

@@ -314,3 +314,23 @@ macro_rules! on_every_backend {
     };
 }
 pub(crate) use on_every_backend;
+
+/// `file:line:col` of the value on the mapping line `line` (e.g. `column = "nope"`, the whole
+/// line as written) of the mapping text `mapping` saved as `file`: where tidemark's messages
+/// place a mapping key's value (1-based; the column of the value's first character).
+///
+/// # Panics
+///
+/// When `mapping` has no such line, or has it more than once.
+pub fn value_at(file: &str, mapping: &str, line: &str) -> String {
+    let found: Vec<(usize, &str)> = mapping
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == line)
+        .collect();
+    assert_eq!(found.len(), 1, "{line:?} once in the mapping:\n{mapping}");
+    let (n, text) = found[0];
+    let eq = text.find('=').expect("a key = value line");
+    let value = eq + 1 + (text[eq + 1..].len() - text[eq + 1..].trim_start().len());
+    format!("{file}:{}:{}", n + 1, value + 1)
+}
