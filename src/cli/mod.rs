@@ -297,7 +297,8 @@ async fn plan(
     mapping: &Mapping,
     dsn: &Dsn,
 ) -> Result<()> {
-    text::plan_header(out, dsn, mapping)?;
+    let indexes = crate::inspect::indexes::check(conn, dsn.dialect, mapping).await?;
+    text::plan_header(out, dsn, mapping, &indexes)?;
     let report = expand::run(conn, mapping, dsn.dialect, true).await?;
     text::expand(out, &report, dsn)?;
     text::plan_statements(
@@ -373,6 +374,7 @@ async fn plan_json(
         }
     }
     stages.push(contract);
-    json::plan(out, dsn, mapping, stages)?;
+    let indexes = crate::inspect::indexes::check(conn, dsn.dialect, mapping).await?;
+    json::plan(out, dsn, mapping, &indexes, stages)?;
     Ok(())
 }

@@ -7,7 +7,8 @@
 //!
 //! Reads only. The stages: [`catalog`] (the dialect's catalog queries), [`propose`] (the choice,
 //! pure, by the names in [`names`]), [`checks`] (the queries over the data behind the
-//! warnings), [`render`] (the TOML text).
+//! warnings), [`render`] (the TOML text); [`indexes`] the indexes a mapping's stages read by
+//! (what `plan` lists).
 //! Nothing here prints: [`run`] returns an [`InspectOutcome`].
 
 use anyhow::Result;
@@ -17,6 +18,7 @@ use crate::dialect::Dialect;
 
 pub mod catalog;
 pub mod checks;
+pub mod indexes;
 pub mod names;
 pub mod propose;
 pub mod render;

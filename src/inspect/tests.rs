@@ -218,3 +218,69 @@ fn receipts_by_event_id_get_the_lookup_view() {
         .iter()
         .any(|n| n.contains("has no integer read position") && !n.contains("CREATE VIEW")));
 }
+
+/// `plan`'s index list: every table the stages read by conversation range, found by an index
+/// whose key starts with the columns in order, else the statement that creates one.
+#[test]
+fn index_needs_are_found_or_created() {
+    use super::indexes::{check_in, needed, IndexStatus};
+    let text = crate::legacy_schema::mapping_toml("per_member", true);
+    let mapping = Mapping::parse(&text, "needs").unwrap();
+    let needs = needed(&mapping);
+    let listed: Vec<(String, Vec<String>)> = needs
+        .iter()
+        .map(|n| (n.table.clone(), n.columns.clone()))
+        .collect();
+    let own = |t: &str, c: &[&str]| (t.to_string(), c.iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        listed,
+        vec![
+            own("messages", &["conv_id", "id"]),
+            own("unread_counters", &["conv_id", "user_id"]),
+            own("members", &["conv_id", "user_id"]),
+            own("read_receipts", &["conv_id", "user_id"]),
+            own("messages", &["conv_id", "sender_id", "id"]),
+        ]
+    );
+    let c = catalog(vec![
+        table(
+            "messages",
+            &[
+                ("conv_id", "bigint"),
+                ("id", "bigint"),
+                ("sender_id", "text"),
+            ],
+            // (conv_id, id, …) serves (conv_id, id); no index starts with (conv_id, sender_id).
+            &[("messages_pkey", true, &["conv_id", "id", "sender_id"])],
+        ),
+        // Key order matters: (user_id, conv_id) does not serve a conversation range.
+        table(
+            "unread_counters",
+            &[("conv_id", "bigint"), ("user_id", "text")],
+            &[("by_user", true, &["user_id", "conv_id"])],
+        ),
+        table(
+            "members",
+            &[("CONV_ID", "bigint"), ("USER_ID", "text")],
+            &[("members_pk", true, &["CONV_ID", "USER_ID"])],
+        ),
+    ]);
+    let checks = check_in(&c, Dialect::Postgres, needs);
+    let status: Vec<&IndexStatus> = checks.iter().map(|c| &c.status).collect();
+    assert_eq!(
+        status,
+        vec![
+            &IndexStatus::Present("messages_pkey".into()),
+            &IndexStatus::Missing(
+                "CREATE INDEX \"unread_counters_conv_id_user_id\" ON \"unread_counters\" (\"conv_id\", \"user_id\");"
+                    .into()
+            ),
+            &IndexStatus::Present("members_pk".into()),
+            &IndexStatus::NoTable,
+            &IndexStatus::Missing(
+                "CREATE INDEX \"messages_conv_id_sender_id_id\" ON \"messages\" (\"conv_id\", \"sender_id\", \"id\");"
+                    .into()
+            ),
+        ]
+    );
+}

@@ -348,14 +348,42 @@ pub fn indent(text: &str, prefix: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
-/// The first lines of `tidemark plan`: what it is for, and the expand section's title.
-pub fn plan_header(w: &mut dyn Write, dsn: &Dsn, mapping: &Mapping) -> io::Result<()> {
+/// The first lines of `tidemark plan`: what it is for, the indexes the stages read by (each
+/// found, or the statement that creates it), and the expand section's title.
+pub fn plan_header(
+    w: &mut dyn Write,
+    dsn: &Dsn,
+    mapping: &Mapping,
+    indexes: &[crate::inspect::indexes::IndexCheck],
+) -> io::Result<()> {
+    use crate::inspect::indexes::IndexStatus;
     writeln!(
         w,
         "plan for {dsn} (mapping {}, dialect {})",
         &mapping.fingerprint[..12],
         dsn.dialect.name()
     )?;
+    writeln!(w, "\n== indexes the stages read by ==")?;
+    for c in indexes {
+        let what = format!("{} ({})", c.need.table, c.need.columns.join(", "));
+        match &c.status {
+            IndexStatus::Present(name) => writeln!(w, "  ok       {what}: {name}")?,
+            IndexStatus::Missing(sql) => {
+                writeln!(
+                    w,
+                    "  MISSING  {what}: {}; each batch scans the whole table",
+                    c.need.why
+                )?;
+                writeln!(w, "    {sql}")?
+            }
+            IndexStatus::View => writeln!(
+                w,
+                "  view     {what}: the table under the view needs it ({})",
+                c.need.why
+            )?,
+            IndexStatus::NoTable => writeln!(w, "  ?        {what}: no such table yet")?,
+        }
+    }
     writeln!(w, "\n== 1. expand ==")
 }
 

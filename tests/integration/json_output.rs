@@ -249,6 +249,50 @@ async fn plan_inspect_dry_run(backend: Backend) {
     assert_eq!(sql_of(2), audit);
     // Before expand the contract cannot be planned: a note, no statement.
     assert!(plan["stages"][3]["note"].as_str().is_some(), "{plan:#}");
+    // The indexes the stages read by: the legacy schema has every one.
+    let indexes = plan["indexes"].as_array().unwrap();
+    let listed: Vec<(String, String)> = indexes
+        .iter()
+        .map(|i| {
+            (
+                format!("{} {}", i["table"].as_str().unwrap(), i["columns"]),
+                i["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let present = |t: &str| (t.to_string(), "present".to_string());
+    assert_eq!(
+        listed,
+        vec![
+            present("messages [\"conv_id\",\"id\"]"),
+            present("unread_counters [\"conv_id\",\"user_id\"]"),
+            present("members [\"conv_id\",\"user_id\"]"),
+            present("read_receipts [\"conv_id\",\"user_id\"]"),
+        ],
+        "{plan:#}"
+    );
+    assert_eq!(indexes[3]["index"], "read_receipts_by_member");
+    // Without the receipts index: missing, with the statement that creates it, which runs.
+    let mut conn = fx.db.connect().await;
+    let drop_sql = match dialect {
+        tidemark::dialect::Dialect::Mysql => "DROP INDEX read_receipts_by_member ON read_receipts",
+        _ => "DROP INDEX read_receipts_by_member",
+    };
+    sqlx::raw_sql(drop_sql).execute(&mut conn).await.unwrap();
+    let text = fx.run(&["plan"], &[]).expect_code(0).stdout.clone();
+    assert!(
+        text.contains("  MISSING  read_receipts (conv_id, user_id): the backfill reads this evidence by conversation range; each batch scans the whole table"),
+        "{text}"
+    );
+    let plan = json(fx.run(&["plan"], &["--format", "json"]).expect_code(0));
+    let missing = &plan["indexes"][3];
+    assert_eq!(missing["status"], "missing");
+    let create = missing["create"].as_str().unwrap();
+    assert!(text.contains(create), "{text}");
+    sqlx::raw_sql(create).execute(&mut conn).await.unwrap();
+    drop(conn);
+    let plan = json(fx.run(&["plan"], &["--format", "json"]).expect_code(0));
+    assert_eq!(plan["indexes"][3]["status"], "present", "{plan:#}");
 
     fx.run(&["expand"], &[]).expect_code(0);
     let plan = json(fx.run(&["plan"], &["--format", "json"]).expect_code(0));
@@ -310,10 +354,7 @@ async fn plan_inspect_dry_run(backend: Backend) {
 
 on_every_backend!(status_backfill_contract);
 
-#[tokio::test]
-async fn plan_inspect_dry_run_sqlite() {
-    plan_inspect_dry_run(Backend::Sqlite).await
-}
+on_every_backend!(plan_inspect_dry_run);
 
 /// The commands `tidemark --help` lists.
 fn commands(dir: &Path) -> Vec<String> {

@@ -301,8 +301,50 @@ pub struct PlanJson {
     pub dialect: String,
     /// The mapping fingerprint.
     pub mapping_fingerprint: String,
+    /// The indexes the stages read by, each with the one found or the statement that would
+    /// create it.
+    pub indexes: Vec<IndexJson>,
     /// The stages in order: `expand`, `backfill`, `audit`, `contract`.
     pub stages: Vec<PlanStageJson>,
+}
+
+/// One index a stage reads by (`plan --format json`).
+#[derive(Debug, Serialize)]
+pub struct IndexJson {
+    /// The table as the mapping names it.
+    pub table: String,
+    /// The leading key columns it needs, in order.
+    pub columns: Vec<String>,
+    /// What reads by it.
+    pub why: String,
+    /// `present`, `missing`, `view` (the index belongs on the table under the view) or
+    /// `no_table`.
+    pub status: &'static str,
+    /// The index found (`present`).
+    pub index: Option<String>,
+    /// The statement that creates one (`missing`).
+    pub create: Option<String>,
+}
+
+impl IndexJson {
+    /// One [`crate::inspect::indexes::IndexCheck`] as JSON.
+    pub fn of(c: &crate::inspect::indexes::IndexCheck) -> IndexJson {
+        use crate::inspect::indexes::IndexStatus;
+        let (status, index, create) = match &c.status {
+            IndexStatus::Present(name) => ("present", Some(name.clone()), None),
+            IndexStatus::Missing(sql) => ("missing", None, Some(sql.clone())),
+            IndexStatus::View => ("view", None, None),
+            IndexStatus::NoTable => ("no_table", None, None),
+        };
+        IndexJson {
+            table: c.need.table.clone(),
+            columns: c.need.columns.clone(),
+            why: c.need.why.to_string(),
+            status,
+            index,
+            create,
+        }
+    }
 }
 
 /// One stage of the plan.
@@ -352,6 +394,7 @@ pub fn plan(
     w: &mut dyn Write,
     dsn: &Dsn,
     mapping: &Mapping,
+    indexes: &[crate::inspect::indexes::IndexCheck],
     stages: Vec<PlanStageJson>,
 ) -> io::Result<()> {
     emit(
@@ -360,6 +403,7 @@ pub fn plan(
             database: dsn.to_string(),
             dialect: dsn.dialect.name().to_string(),
             mapping_fingerprint: mapping.fingerprint.clone(),
+            indexes: indexes.iter().map(IndexJson::of).collect(),
             stages,
         },
     )
