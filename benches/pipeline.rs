@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
 //!     [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth]
-//!     [--repeat K]
+//!     [--repeat K] [--shapes member,message]
 //! ```
 //!
 //! Two workloads (issue 11): *standard* (the generator's data: mostly direct messages and
@@ -20,6 +20,13 @@
 //! and a second table gives time(4N) / time(N) per job. With `--repeat K` every tidemark job
 //! and reference statement runs K times and the median is kept (the naive loop runs once, and a
 //! reference statement that takes over 30 s runs once).
+//!
+//! Both counter shapes are audited (`--shapes`, default both): per member (the generators'
+//! `unread_counters`, with the backfill jobs, the naive loops and the check against the
+//! injected drift) and per message (seed 003: `messages.unread_count`, all reset to 0 before
+//! its audits, so every message some member has not read drifts). Each uncapped audit must
+//! find exactly the rows its reference statement lists. A reference audit is stopped after
+//! [`REFERENCE_LIMIT_SECS`] and its time shown as a lower bound (`>`).
 //!
 //! The backfill runs twice: with position evidence only (the read receipts), the job the
 //! reference upsert does, and with the bench mapping's position and counter evidence (whose
@@ -63,6 +70,7 @@ mod naive;
 #[path = "pipeline/table.rs"]
 mod table;
 
+use large::ClientRun;
 use table::{mib, print_table, Figures};
 
 /// The prefix of the one result line a phase child prints on stdout.
@@ -137,10 +145,20 @@ struct PhaseArgs {
     cap: Option<i64>,
     report: Option<PathBuf>,
     scale: f64,
+    /// `member` or `message`: the counter shape the audit phase reads (`--shape`).
+    shape: String,
 }
 
 fn mapping() -> Result<Mapping> {
     Mapping::parse(&scenario::mapping_toml("per_member", false), "<bench>")
+}
+
+/// The per-message shape's mapping (seed 003: `messages.unread_count`, receipts as evidence).
+fn message_mapping() -> Result<Mapping> {
+    Mapping::parse(
+        &scenario::mapping_toml("per_message", false),
+        "<bench, per message>",
+    )
 }
 
 /// The same mapping with position evidence only (the read receipts): the job the reference
@@ -212,6 +230,20 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                 sqlx::raw_sql(sql).execute(&mut conn).await?;
                 json!({})
             }
+            "message_counters" => {
+                // The per-message counters, all reset to 0 (the generators leave them NULL):
+                // the audit then reports every message some member has not read.
+                sqlx::raw_sql("UPDATE messages SET unread_count = 0")
+                    .execute(&mut conn)
+                    .await?;
+                if dialect == tidemark::dialect::Dialect::Postgres {
+                    // What autovacuum would do: the update left a dead version of every row.
+                    sqlx::raw_sql("VACUUM (ANALYZE) messages")
+                        .execute(&mut conn)
+                        .await?;
+                }
+                json!({})
+            }
             "analyze" => {
                 // Planner statistics, as autovacuum / InnoDB's persistent statistics would have
                 // them on a live database (a fresh bulk load has none until then).
@@ -259,9 +291,14 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                     .report
                     .clone()
                     .ok_or_else(|| anyhow!("--phase audit needs --report"))?;
+                let mapping = if args.shape == "message" {
+                    message_mapping()?
+                } else {
+                    mapping()?
+                };
                 let s = audit::run(
                     &mut conn,
-                    &mapping()?,
+                    &mapping,
                     dialect,
                     &audit::AuditOptions {
                         cap: args.cap,
@@ -423,6 +460,16 @@ struct Run {
     naive: bool,
     /// Runs of each timed job; the median is kept (`--repeat`).
     repeat: usize,
+    /// The counter shapes whose audits run (`--shapes`).
+    shapes: Shapes,
+}
+
+/// The counter shapes the bench audits: per member (with the backfill jobs, the naive loops
+/// and the injected-drift check) and per message (seed 003).
+#[derive(Clone, Copy)]
+struct Shapes {
+    member: bool,
+    message: bool,
 }
 
 async fn bench_backend(run: Run, f: &mut Figures) -> Result<()> {
@@ -472,6 +519,10 @@ fn naive_loop(url: &str, job: &str) -> Result<Value> {
 /// times: the quadratic correlated count on large channels would take most of the bench.
 const REPEAT_LIMIT_SECS: f64 = 30.0;
 
+/// A reference audit is stopped after this long (seconds) and its time reported as a lower
+/// bound: the correlated counts on the ×4 large channels would otherwise run for many minutes.
+const REFERENCE_LIMIT_SECS: f64 = 180.0;
+
 /// The median of `secs` (the lower middle one of an even count).
 fn median(mut secs: Vec<f64>) -> f64 {
     secs.sort_by(f64::total_cmp);
@@ -479,25 +530,39 @@ fn median(mut secs: Vec<f64>) -> f64 {
 }
 
 /// Times a reference statement through the backend's client, `run.repeat` times (each after
-/// emptying the watermarks when `clear`), and returns the median (None with `--no-reference`).
-fn reference(run: Run, url: &str, label: &str, sql: &str, clear: bool) -> Result<Option<f64>> {
+/// emptying the watermarks when `clear`), stopped after `limit` seconds, and returns the median
+/// run (None with `--no-reference`).
+fn reference(
+    run: Run,
+    url: &str,
+    label: &str,
+    sql: &str,
+    clear: bool,
+    limit: Option<f64>,
+) -> Result<Option<ClientRun>> {
     if !run.reference {
         return Ok(None);
     }
-    let mut times = Vec::new();
+    let mut runs = Vec::new();
     for _ in 0..run.repeat {
         if clear {
             spawn_phase("clear", "clear", url, &[])?;
         }
-        let secs = large::run_client(run.backend, url, sql)?;
-        eprintln!("  {label:<12} {secs:>9.2} s   (reference, the database's own client)");
-        times.push(secs);
-        if secs > REPEAT_LIMIT_SECS {
+        let r = large::run_client(run.backend, url, sql, limit)?;
+        eprintln!(
+            "  {label:<12} {}{:>9.2} s   (reference, the database's own client; {} rows)",
+            if r.stopped { ">" } else { " " },
+            r.secs,
+            r.rows
+        );
+        runs.push(r);
+        if r.stopped || r.secs > REPEAT_LIMIT_SECS {
             eprintln!("  {label:<12} over {REPEAT_LIMIT_SECS} s: run once");
             break;
         }
     }
-    Ok(Some(median(times)))
+    let mid = median(runs.iter().map(|r| r.secs).collect());
+    Ok(runs.into_iter().find(|r| r.secs == mid))
 }
 
 /// Runs `phase` `run.repeat` times (each after emptying the watermarks when `clear`) and
@@ -530,6 +595,14 @@ fn median_phase(
     Ok(chosen)
 }
 
+/// Drift rows the reference statement listed and tidemark's uncapped audit counted, when they
+/// differ (the one-pass form must find exactly the correlated form's rows).
+fn rows_differ(reference: &Option<ClientRun>, audit: &Value, what: &str) -> Option<String> {
+    let r = reference.as_ref().filter(|r| !r.stopped)?;
+    let got = audit["drifting_rows"].as_u64().unwrap_or(0);
+    (got != r.rows).then(|| format!("{what}: audit {got} drifting rows, reference {}", r.rows))
+}
+
 fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
     let gen = if run.workload == "large" {
         spawn_phase(
@@ -560,51 +633,17 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
         spawn_phase("analyze", "analyze", url, &[])?;
     }
     spawn_phase("expand", "expand", url, &[])?;
-    f.ref_backfill = reference(
-        run,
-        url,
-        "ref backfill",
-        &large::reference_backfill(run.backend),
-        true,
-    )?;
-    f.backfill_position = Some(median_phase(
-        run,
-        url,
-        "backfill_position",
-        "backfill pos",
-        &[],
-        true,
-    )?);
-    if run.naive {
-        spawn_phase("clear", "clear", url, &[])?;
-        f.loop_backfill = Some(naive_loop(url, "backfill")?);
-    }
-    let filled = median_phase(run, url, "backfill", "backfill", &[], true)?;
-    if run.analyze {
-        spawn_phase("analyze", "analyze", url, &[])?;
-    }
-    f.ref_audit = reference(run, url, "ref audit", &large::reference_audit(), false)?;
-    if run.naive {
-        f.loop_audit = Some(naive_loop(url, "audit")?);
-    }
     let mut problems = Vec::new();
-    if injected.is_some() {
-        for key in ["no_evidence", "unrepresentable_counters"] {
-            let n = filled[key].as_u64().unwrap_or(0);
-            if n != 0 {
-                problems.push(format!("backfill {key} = {n} (want 0)"));
-            }
-        }
-    }
-    f.backfill = Some(filled);
     let dir = tempfile::tempdir()?;
-    let audit_args = |cap: Option<i64>| {
+    let audit_args = |shape: &str, cap: Option<i64>| {
         let mut a = vec![
+            "--shape".to_string(),
+            shape.to_string(),
             "--report".to_string(),
             dir.path()
                 .join(match cap {
-                    None => "drift.csv".to_string(),
-                    Some(c) => format!("drift-cap{c}.csv"),
+                    None => format!("drift-{shape}.csv"),
+                    Some(c) => format!("drift-{shape}-cap{c}.csv"),
                 })
                 .display()
                 .to_string(),
@@ -615,52 +654,156 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
         }
         a
     };
-    let full = median_phase(run, url, "audit", "audit", &audit_args(None), false)?;
-    let got = classes(&full, "by_class");
-    if let Some(injected) = &injected {
-        problems.extend(diff(&got, injected));
-    }
-    let checked = full["rows_checked"].as_u64().unwrap_or(0);
-    if checked != f.counter_rows {
-        problems.push(format!(
-            "rows checked {checked}, counter rows {}",
-            f.counter_rows
-        ));
-    }
-    f.audit = Some(full);
-    let capped = median_phase(
-        run,
-        url,
-        "audit",
-        "audit cap99",
-        &audit_args(Some(99)),
-        false,
-    )?;
-    let got_cap = classes(&capped, "by_class");
-    f.audit_cap = Some(capped);
-    let Some(injected) = injected else {
-        // Nothing injected to compare with: the drift found is reported as it is.
-        f.check = format!("{} drifting rows", got.values().sum::<u64>());
-        f.cap_note = String::new();
-        eprintln!("  check: {}", f.check);
-        return Ok(());
-    };
-    let cap_diff = diff(&got_cap, &injected);
-    let injected_total: u64 = injected.values().sum();
-    f.check = if problems.is_empty() {
-        format!("ok ({injected_total} drifting rows = injected)")
+    if run.shapes.member {
+        f.ref_backfill = reference(
+            run,
+            url,
+            "ref backfill",
+            &large::reference_backfill(run.backend),
+            true,
+            None,
+        )?;
+        f.backfill_position = Some(median_phase(
+            run,
+            url,
+            "backfill_position",
+            "backfill pos",
+            &[],
+            true,
+        )?);
+        if run.naive {
+            spawn_phase("clear", "clear", url, &[])?;
+            f.loop_backfill = Some(naive_loop(url, "backfill")?);
+        }
+        let filled = median_phase(run, url, "backfill", "backfill", &[], true)?;
+        if injected.is_some() {
+            for key in ["no_evidence", "unrepresentable_counters"] {
+                let n = filled[key].as_u64().unwrap_or(0);
+                if n != 0 {
+                    problems.push(format!("backfill {key} = {n} (want 0)"));
+                }
+            }
+        }
+        f.backfill = Some(filled);
     } else {
+        // The watermarks the per-message audit reads, written once.
+        spawn_phase("clear", "clear", url, &[])?;
+        spawn_phase("backfill", "backfill", url, &[])?;
+    }
+    if run.analyze {
+        spawn_phase("analyze", "analyze", url, &[])?;
+    }
+    if run.shapes.member {
+        f.ref_audit = reference(
+            run,
+            url,
+            "ref audit",
+            &large::reference_audit(),
+            false,
+            Some(REFERENCE_LIMIT_SECS),
+        )?;
+        if run.naive {
+            f.loop_audit = Some(naive_loop(url, "audit")?);
+        }
+        let full = median_phase(
+            run,
+            url,
+            "audit",
+            "audit",
+            &audit_args("member", None),
+            false,
+        )?;
+        let got = classes(&full, "by_class");
+        if let Some(injected) = &injected {
+            problems.extend(diff(&got, injected));
+        }
+        problems.extend(rows_differ(&f.ref_audit, &full, "per member"));
+        let checked = full["rows_checked"].as_u64().unwrap_or(0);
+        if checked != f.counter_rows {
+            problems.push(format!(
+                "rows checked {checked}, counter rows {}",
+                f.counter_rows
+            ));
+        }
+        f.audit = Some(full);
+        let capped = median_phase(
+            run,
+            url,
+            "audit",
+            "audit cap99",
+            &audit_args("member", Some(99)),
+            false,
+        )?;
+        // Under a cap, counts above it compare as "99+", so rows whose stored and recomputed
+        // values both exceed the cap no longer drift: fewer rows than injected is expected there.
+        if let Some(injected) = &injected {
+            let cap_diff = diff(&classes(&capped, "by_class"), injected);
+            f.cap_note = if cap_diff.is_empty() {
+                "same classes as uncapped".to_string()
+            } else {
+                cap_diff.join("; ")
+            };
+            eprintln!("  cap99 vs injected: {}", f.cap_note);
+        }
+        f.audit_cap = Some(capped);
+    }
+    if run.shapes.message {
+        spawn_phase("message_counters", "msg counters", url, &[])?;
+        f.ref_audit_message = reference(
+            run,
+            url,
+            "ref audit msg",
+            &large::reference_audit_per_message(),
+            false,
+            Some(REFERENCE_LIMIT_SECS),
+        )?;
+        let full = median_phase(
+            run,
+            url,
+            "audit",
+            "audit msg",
+            &audit_args("message", None),
+            false,
+        )?;
+        problems.extend(rows_differ(&f.ref_audit_message, &full, "per message"));
+        f.audit_message = Some(full);
+        f.audit_message_cap = Some(median_phase(
+            run,
+            url,
+            "audit",
+            "audit msg cap99",
+            &audit_args("message", Some(99)),
+            false,
+        )?);
+    }
+    let drifting = |v: &Option<Value>| {
+        v.as_ref()
+            .and_then(|v| v["drifting_rows"].as_u64())
+            .unwrap_or(0)
+    };
+    f.check = if !problems.is_empty() {
         format!("MISMATCH: {}", problems.join("; "))
-    };
-    // Under a cap, counts above it compare as "99+", so rows whose stored and recomputed
-    // values both exceed the cap no longer drift: fewer rows than injected is expected there.
-    f.cap_note = if cap_diff.is_empty() {
-        "same classes as uncapped".to_string()
+    } else if let Some(injected) = injected.filter(|_| run.shapes.member) {
+        format!(
+            "ok ({} drifting rows = injected)",
+            injected.values().sum::<u64>()
+        )
+    } else if run.shapes.member {
+        // Nothing injected to compare with: the drift found, equal to the reference's rows.
+        format!("{} drifting rows", drifting(&f.audit))
     } else {
-        cap_diff.join("; ")
+        String::new()
     };
-    eprintln!("  cap99 vs injected: {}", f.cap_note);
-    eprintln!("  check: {}", f.check);
+    if f.ref_audit.is_some_and(|r| !r.stopped) && problems.is_empty() {
+        f.check.push_str(" = reference");
+    }
+    if run.shapes.message {
+        f.check_message = format!("{} drifting messages", drifting(&f.audit_message));
+        if f.ref_audit_message.is_some_and(|r| !r.stopped) && problems.is_empty() {
+            f.check_message.push_str(" = reference");
+        }
+    }
+    eprintln!("  check: {} {}", f.check, f.check_message);
     Ok(())
 }
 
@@ -675,6 +818,7 @@ struct MainArgs {
     naive: bool,
     growth: bool,
     repeat: usize,
+    shapes: Shapes,
 }
 
 enum Mode {
@@ -698,6 +842,11 @@ fn parse_args() -> Result<Mode> {
     let mut growth = false;
     let mut repeat = 1usize;
     let mut job = String::new();
+    let mut shape = "member".to_string();
+    let mut shapes = Shapes {
+        member: true,
+        message: true,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let (key, inline) = match arg.split_once('=') {
@@ -738,6 +887,21 @@ fn parse_args() -> Result<Mode> {
                 }
             }
             "--job" => job = value("--job")?,
+            "--shape" => shape = value("--shape")?,
+            "--shapes" => {
+                let list = value("--shapes")?;
+                shapes = Shapes {
+                    member: false,
+                    message: false,
+                };
+                for s in list.split(',') {
+                    match s.trim() {
+                        "member" => shapes.member = true,
+                        "message" => shapes.message = true,
+                        other => bail!("--shapes: unknown shape {other:?} (member, message)"),
+                    }
+                }
+            }
             "--large-scale" => scale = value("--large-scale")?.parse().context("--large-scale")?,
             "--workloads" => {
                 workloads = value("--workloads")?
@@ -756,7 +920,7 @@ fn parse_args() -> Result<Mode> {
             "--report" => report = Some(PathBuf::from(value("--report")?)),
             "-h" | "--help" => {
                 println!(
-                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth] [--repeat K]"
+                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth] [--repeat K] [--shapes member,message]"
                 );
                 std::process::exit(0);
             }
@@ -775,6 +939,7 @@ fn parse_args() -> Result<Mode> {
             cap,
             report,
             scale,
+            shape,
         }),
         None => Mode::Driver(MainArgs {
             members,
@@ -787,6 +952,7 @@ fn parse_args() -> Result<Mode> {
             naive,
             growth,
             repeat,
+            shapes,
         }),
     })
 }
@@ -834,6 +1000,7 @@ fn main() -> ExitCode {
                             reference: args.reference,
                             naive: args.naive,
                             repeat: args.repeat,
+                            shapes: args.shapes,
                         };
                         let started = Instant::now();
                         if let Err(e) = runtime.block_on(bench_backend(run, &mut f)) {

@@ -7,12 +7,14 @@
 //! joined half-way. Built inside the database from a numbers table (no rows travel).
 //!
 //! The reference statements are what a DBA would write by hand, run through the database's
-//! own command-line client (`psql`, `mariadb`, `sqlite3`) at its default settings, output
-//! discarded: for the backfill one `INSERT … SELECT … ON CONFLICT` (position evidence, the
-//! highest receipt per member), for the audit one correlated `COUNT(*)` per counter row.
+//! own command-line client (`psql`, `mariadb`, `sqlite3`) at its default settings, rows
+//! counted: for the backfill one `INSERT … SELECT … ON CONFLICT` (position evidence, the
+//! highest receipt per member), for the audit one correlated `COUNT(*)` per counter row (per
+//! member, or per message for the per-message shape).
 
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use sqlx::AnyConnection;
@@ -152,30 +154,72 @@ pub fn reference_audit() -> String {
         .to_string()
 }
 
-/// Runs `sql` through the backend's own client against `url` (the bench database) and returns
-/// its wall time in seconds. Errors: the client is missing or the statement fails.
-pub fn run_client(backend: Backend, url: &str, sql: &str) -> Result<f64> {
+/// The hand-written audit of the per-message shape (seed 003): per message, a correlated
+/// `COUNT(*)` of the active members other than the sender who joined before it and whose
+/// watermark is below it (0 for a message that is not countable); the drifting rows out.
+pub fn reference_audit_per_message() -> String {
+    "SELECT t.conv_id, t.id, t.unread_count, t.rc FROM (\
+       SELECT m.conv_id, m.id, m.unread_count, \
+         CASE WHEN m.is_deleted = 0 AND m.is_system = 0 THEN (SELECT COUNT(*) FROM members mb \
+           LEFT JOIN read_watermarks w ON w.conversation_id = mb.conv_id AND w.user_id = mb.user_id \
+           WHERE mb.conv_id = m.conv_id AND mb.active = 1 AND mb.user_id <> m.sender_id \
+             AND COALESCE(w.last_read_id, 0) < m.id \
+             AND (mb.join_position IS NULL OR mb.join_position < m.id)) ELSE 0 END AS rc \
+       FROM messages m) t \
+     WHERE t.unread_count IS NULL OR t.unread_count <> t.rc"
+        .to_string()
+}
+
+/// One run of a statement through the database's own client.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientRun {
+    /// Wall time, seconds (the time limit when `stopped`).
+    pub secs: f64,
+    /// Rows the statement returned (lines the client printed).
+    pub rows: u64,
+    /// The statement was stopped at the time limit: `secs` is a lower bound.
+    pub stopped: bool,
+}
+
+/// Runs `sql` through the backend's own client against `url` (the bench database); its rows
+/// are counted, not kept. With `limit` (seconds) the server stops the statement at that time
+/// (PostgreSQL `statement_timeout`, MariaDB `max_statement_time`; the `sqlite3` process is
+/// killed) and the run is marked `stopped`. Errors: the client is missing or the statement
+/// fails otherwise.
+pub fn run_client(backend: Backend, url: &str, sql: &str, limit: Option<f64>) -> Result<ClientRun> {
+    let sql = match (backend, limit) {
+        (Backend::Postgres, Some(l)) => {
+            format!(
+                "SET statement_timeout = {}; {sql}",
+                (l * 1000.0).round() as u64
+            )
+        }
+        (Backend::Mysql, Some(l)) => format!("SET SESSION max_statement_time = {l}; {sql}"),
+        _ => sql.to_string(),
+    };
     let mut cmd = match backend {
         Backend::Postgres => {
             let mut c = Command::new("psql");
             c.args([
                 "-X",
                 "-q",
+                "-A",
+                "-t",
                 "-v",
                 "ON_ERROR_STOP=1",
-                "-o",
-                "/dev/null",
                 "-d",
                 url,
                 "-c",
-                sql,
+                &sql,
             ]);
             c
         }
         Backend::Mysql => {
             let u = url::Url::parse(url)?;
             let mut c = Command::new("mariadb");
-            c.arg("-h")
+            c.arg("-N")
+                .arg("-B")
+                .arg("-h")
                 .arg(u.host_str().unwrap_or("127.0.0.1"))
                 .arg("-P")
                 .arg(u.port().unwrap_or(3306).to_string())
@@ -184,7 +228,7 @@ pub fn run_client(backend: Backend, url: &str, sql: &str) -> Result<f64> {
             if let Some(p) = u.password() {
                 c.arg(format!("-p{p}"));
             }
-            c.arg(u.path().trim_start_matches('/')).arg("-e").arg(sql);
+            c.arg(u.path().trim_start_matches('/')).arg("-e").arg(&sql);
             c
         }
         Backend::Sqlite => {
@@ -196,24 +240,65 @@ pub fn run_client(backend: Backend, url: &str, sql: &str) -> Result<f64> {
                 .unwrap_or_default()
                 .to_string();
             let mut c = Command::new("sqlite3");
-            c.arg(path).arg(sql);
+            c.arg(path).arg(&sql);
             c
         }
     };
     let started = Instant::now();
-    let out = cmd
+    let mut child = cmd
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .with_context(|| format!("starting the {} client", backend.name()))?;
+    // Drained on threads, so a full pipe never stalls the client while it is timed.
+    let stdout = child.stdout.take().context("client stdout")?;
+    let rows = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(|l| l.ok())
+            .filter(|l| !l.trim().is_empty())
+            .count() as u64
+    });
+    let mut stderr = child.stderr.take().context("client stderr")?;
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut killed = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        // The server stops the statement itself; the client is killed only when it does not
+        // (SQLite, or a server that ignores the setting), a few seconds later.
+        let grace = if backend == Backend::Sqlite { 0.0 } else { 5.0 };
+        if limit.is_some_and(|l| started.elapsed().as_secs_f64() > l + grace) {
+            let _ = child.kill();
+            killed = true;
+            break child.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     let secs = started.elapsed().as_secs_f64();
-    if !out.status.success() {
-        bail!(
-            "{} client failed: {}",
-            backend.name(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+    let rows = rows.join().unwrap_or(0);
+    let errors = errors.join().unwrap_or_default();
+    let timed_out =
+        killed || errors.contains("statement timeout") || errors.contains("max_statement_time");
+    if timed_out {
+        return Ok(ClientRun {
+            secs: limit.unwrap_or(secs),
+            rows,
+            stopped: true,
+        });
     }
-    Ok(secs)
+    if !status.success() {
+        bail!("{} client failed: {}", backend.name(), errors.trim());
+    }
+    Ok(ClientRun {
+        secs,
+        rows,
+        stopped: false,
+    })
 }

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use super::large::ClientRun;
+
 /// KiB as MiB.
 pub fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
@@ -18,8 +20,10 @@ pub struct Figures {
     /// The naive loops' results (`loop_secs`, `extrapolated`, …).
     pub loop_backfill: Option<Value>,
     pub loop_audit: Option<Value>,
-    pub ref_backfill: Option<f64>,
-    pub ref_audit: Option<f64>,
+    /// The reference statements' median runs (`stopped`: a lower bound).
+    pub ref_backfill: Option<ClientRun>,
+    pub ref_audit: Option<ClientRun>,
+    pub ref_audit_message: Option<ClientRun>,
     pub members: u64,
     pub messages: u64,
     pub counter_rows: u64,
@@ -30,7 +34,12 @@ pub struct Figures {
     pub backfill: Option<Value>,
     pub audit: Option<Value>,
     pub audit_cap: Option<Value>,
+    /// The per-message shape's audits (uncapped, `--cap 99`).
+    pub audit_message: Option<Value>,
+    pub audit_message_cap: Option<Value>,
     pub check: String,
+    /// What the per-message audit found (and whether the reference listed the same rows).
+    pub check_message: String,
     pub cap_note: String,
     pub error: Option<String>,
 }
@@ -55,7 +64,7 @@ pub fn count(v: &Option<Value>, key: &str) -> Option<u64> {
 type Job<'a> = (
     &'a str,
     &'a Option<Value>,
-    Option<f64>,
+    Option<ClientRun>,
     &'a Option<Value>,
     &'a str,
 );
@@ -84,6 +93,7 @@ pub fn print_table(rows: &[Figures]) {
     let mut backends: Vec<&str> = rows.iter().map(|f| f.backend).collect();
     backends.dedup();
     let mut sampled = false;
+    let mut stopped = false;
     for backend in &backends {
         println!();
         println!("### {backend}");
@@ -104,7 +114,7 @@ pub fn print_table(rows: &[Figures]) {
                 f.members,
                 f.messages
             );
-            let jobs: [Job; 4] = [
+            let jobs: [Job; 6] = [
                 (
                     "backfill (position)",
                     &f.backfill_position,
@@ -127,12 +137,37 @@ pub fn print_table(rows: &[Figures]) {
                     "rows_checked",
                 ),
                 ("audit --cap 99", &f.audit_cap, None, &None, "rows_checked"),
+                (
+                    "audit per message",
+                    &f.audit_message,
+                    f.ref_audit_message,
+                    &None,
+                    "rows_checked",
+                ),
+                (
+                    "audit per message --cap 99",
+                    &f.audit_message_cap,
+                    None,
+                    &None,
+                    "rows_checked",
+                ),
             ];
             for (job, v, reference, lp, unit) in jobs {
                 let t = secs(v);
-                let ratio = match (t, reference) {
-                    (Some(t), Some(r)) if r > 0.0 => format!("{:.2}×", t / r),
-                    _ => "-".to_string(),
+                if t.is_none() && reference.is_none() {
+                    continue;
+                }
+                // A stopped reference is a lower bound: its ratio an upper one.
+                let (ref_cell, ratio) = match (t, reference) {
+                    (Some(t), Some(r)) if r.secs > 0.0 => {
+                        stopped |= r.stopped;
+                        let mark = if r.stopped { "<" } else { "" };
+                        (
+                            format!("{}{:.2}", if r.stopped { ">" } else { "" }, r.secs),
+                            format!("{mark}{:.3}×", t / r.secs),
+                        )
+                    }
+                    _ => ("-".to_string(), "-".to_string()),
                 };
                 let (loop_cell, loop_ratio) = match (loop_secs(lp), t) {
                     (Some((l, extra)), Some(t)) if t > 0.0 => {
@@ -145,9 +180,8 @@ pub fn print_table(rows: &[Figures]) {
                     _ => ("-".to_string(), "-".to_string()),
                 };
                 println!(
-                    "| {workload} | {job} | {} | {} | {ratio} | {loop_cell} | {loop_ratio} | {} | {} | {} | {} |",
+                    "| {workload} | {job} | {} | {ref_cell} | {ratio} | {loop_cell} | {loop_ratio} | {} | {} | {} | {} |",
                     opt(t, 2),
-                    opt(reference, 2),
                     rate(count(v, unit), t),
                     opt(peak_mib(v), 1),
                     count(v, "drifting_rows")
@@ -156,6 +190,7 @@ pub fn print_table(rows: &[Figures]) {
                     match &f.error {
                         Some(e) => format!("ERROR: {e}"),
                         None if job == "audit" => f.check.clone(),
+                        None if job == "audit per message" => f.check_message.clone(),
                         None => String::new(),
                     }
                 );
@@ -168,12 +203,18 @@ pub fn print_table(rows: &[Figures]) {
             "`*`: the naive loop would have taken over a minute: it ran on a sample of members spread over the table for about 15 s and the time is extrapolated to all of them."
         );
     }
+    if stopped {
+        println!();
+        println!(
+            "`>`: the reference statement was stopped at the bench's time limit; its time is a lower bound and the ratio an upper one (`<`)."
+        );
+    }
     if rows.iter().any(|f| f.factor > 1) {
         println!();
         println!("### growth: time(4N) / time(N)");
         println!();
-        println!("| backend | workload | backfill (position) | backfill (position, counter) | audit | audit --cap 99 | reference backfill | reference audit |");
-        println!("|---|---|---:|---:|---:|---:|---:|---:|");
+        println!("| backend | workload | backfill (position) | backfill (position, counter) | audit | audit --cap 99 | audit per message | reference backfill | reference audit | reference audit per message |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for small in rows.iter().filter(|f| f.factor == 1) {
             let Some(big) = rows.iter().find(|f| {
                 f.factor == 4 && f.backend == small.backend && f.workload == small.workload
@@ -184,16 +225,20 @@ pub fn print_table(rows: &[Figures]) {
                 (Some(a), Some(b)) if a > 0.0 => format!("{:.2}", b / a),
                 _ => "-".to_string(),
             };
+            // A stopped reference has no growth figure.
+            let r = |c: Option<ClientRun>| c.filter(|c| !c.stopped).map(|c| c.secs);
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 small.backend,
                 small.workload,
                 g(secs(&small.backfill_position), secs(&big.backfill_position)),
                 g(secs(&small.backfill), secs(&big.backfill)),
                 g(secs(&small.audit), secs(&big.audit)),
                 g(secs(&small.audit_cap), secs(&big.audit_cap)),
-                g(small.ref_backfill, big.ref_backfill),
-                g(small.ref_audit, big.ref_audit),
+                g(secs(&small.audit_message), secs(&big.audit_message)),
+                g(r(small.ref_backfill), r(big.ref_backfill)),
+                g(r(small.ref_audit), r(big.ref_audit)),
+                g(r(small.ref_audit_message), r(big.ref_audit_message)),
             );
         }
     }
