@@ -127,10 +127,22 @@ pub(super) fn preview_statement(
 /// Builds the run's checkpoint (JSON) from the counts including the batch being written.
 pub(super) type CheckpointOf<'a> = &'a dyn Fn(&BackfillSummary) -> Result<serde_json::Value>;
 
-/// Writes one batch (the plan, the forward-only INSERT … SELECT, the tally) and, with
-/// `checkpoint`, the run's checkpoint built from the counts, in one transaction: after a crash
-/// either both are there or neither (a kill -9 resumes exactly). Without `checkpoint` (a dry
-/// run) nothing is written: the tally of the plan is read in a snapshot. Adds the batch's
+/// What a writing batch records beside its watermarks, in the same transaction.
+pub(super) struct Record<'a> {
+    /// The ledger run the checkpoint belongs to.
+    pub ledger_id: i64,
+    /// The checkpoint, from the counts including this batch.
+    pub checkpoint: CheckpointOf<'a>,
+    /// Count the rows whose unread number changes (`--skip-change-count` turns it off).
+    pub count_changes: bool,
+}
+
+/// Writes one batch (the plan, the forward-only INSERT … SELECT, the tally), with
+/// [`Record::count_changes`] counts the rows whose unread number changes (the audit's one-pass count
+/// over the new watermarks), and writes the run's checkpoint built from the counts
+/// ([`Record::checkpoint`]), in one transaction: after a crash either all of it is there or none (a kill -9
+/// resumes exactly, the change count included). Without `record` (a dry run) nothing is
+/// written and nothing counted: the tally of the plan is read in a snapshot. Adds the batch's
 /// counts to `summary`.
 ///
 /// Errors (exit 3): the database fails, or a lock wait gives up (the caller retries).
@@ -141,10 +153,10 @@ pub(super) async fn run_batch(
     settle: &Settle,
     batch: &Batch,
     summary: &mut BackfillSummary,
-    checkpoint: Option<(i64, CheckpointOf<'_>)>,
+    record: Option<Record<'_>>,
 ) -> Result<()> {
     let dialect = ctx.dialect;
-    let Some((ledger_id, checkpoint)) = checkpoint else {
+    let Some(record) = record else {
         let preview = preview_statement(ctx, mapping, settle, Some(batch))?;
         begin_snapshot(conn, dialect).await?;
         let row = preview
@@ -190,7 +202,20 @@ pub(super) async fn run_batch(
         if let Some(drop) = dialect.backfill_plan_drop_sql() {
             sqlx::raw_sql(drop).execute(&mut *conn).await?;
         }
-        crate::ledger::set_checkpoint(conn, dialect, ledger_id, &checkpoint(summary)?).await?;
+        if record.count_changes {
+            // What the model change loses, for this batch: rows whose unread number will
+            // differ once the counter is gone, read after the write in the same transaction
+            // (one commit a batch, and the count never missing from a committed batch).
+            summary.unread_changes += super::count_changes(conn, ctx, batch).await?;
+            summary.counted_changes = true;
+        }
+        crate::ledger::set_checkpoint(
+            conn,
+            dialect,
+            record.ledger_id,
+            &(record.checkpoint)(summary)?,
+        )
+        .await?;
         Ok(())
     }
     .await;

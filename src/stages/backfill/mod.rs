@@ -23,6 +23,11 @@ use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
 use crate::progress::Reporter;
 use crate::schema::{self, KeyKind};
 
+/// How often the runner lock's heartbeat is refreshed (SQLite, Galera: a row whose heartbeat
+/// is a minute old is taken to be a dead runner's): at most once in this time, not after every
+/// batch, which cost one more commit per batch.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+
 /// The settle time when none is given: longer than an application transaction stays open.
 pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_secs(300);
 
@@ -366,6 +371,7 @@ async fn run_batches(
     // so it never counts toward --max-rows-per-second (issue 13 row 1).
     let mut paused = Duration::ZERO;
     let members_at_start = summary.members;
+    let mut last_heartbeat = Instant::now();
     let result: Result<()> = async {
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
@@ -407,7 +413,11 @@ async fn run_batches(
                     settle,
                     &batch,
                     &mut attempt,
-                    ledger_id.map(|id| (id, &checkpoint as CheckpointOf<'_>)),
+                    ledger_id.map(|ledger_id| Record {
+                        ledger_id,
+                        checkpoint: &checkpoint as CheckpointOf<'_>,
+                        count_changes: opts.count_changes,
+                    }),
                 )
                 .await;
                 match step {
@@ -432,46 +442,13 @@ async fn run_batches(
             };
             next.retried_batches = summary.retried_batches;
             summary = next;
-            if let Some(id) = ledger_id.filter(|_| opts.count_changes) {
-                // What the model change loses, for this batch: rows whose unread number will
-                // differ once the counter is gone (the audit's own statement, after the write).
-                // Lock waits here are retried like the batch's own (the batch is committed).
-                let mut backoff = ExponentialBuilder::default()
-                    .with_min_delay(Duration::from_millis(200))
-                    .with_max_times(opts.retries)
-                    .with_jitter()
-                    .build();
-                let changes = loop {
-                    let step = async {
-                        let n = count_changes(conn, ctx, &batch).await?;
-                        let mut s = summary.clone();
-                        s.unread_changes += n;
-                        let cp = Checkpoint { lo: Some(batch.hi.clone()), summary: s };
-                        ledger::set_checkpoint(conn, ctx.dialect, id, &serde_json::to_value(&cp)?).await?;
-                        Ok::<_, anyhow::Error>(n)
-                    }
-                    .await;
-                    match step {
-                        Ok(n) => break n,
-                        Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
-                            Some(delay) => {
-                                tokio::time::sleep(delay).await;
-                                paused += delay;
-                            }
-                            None => return Err(e),
-                        },
-                        Err(e) => return Err(e),
-                    }
-                };
-                summary.unread_changes += changes;
-                summary.counted_changes = true;
-            }
             progress.message("");
             progress.advance(batch.rows);
             lo = Some(batch.hi.clone());
-            if let Some(lock) = lock {
+            if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
                 // Best effort: a missed heartbeat only matters after a minute of them.
                 let _ = lock.heartbeat(conn).await;
+                last_heartbeat = Instant::now();
             }
             // Size the next batch to the time target.
             let took = t0.elapsed();
@@ -505,6 +482,8 @@ async fn run_batches(
 
 /// Rows of a batch whose stored counter differs from the unread recomputed from the
 /// watermarks (the audit's one-pass statement of the batch, uncapped, counted in the database).
+/// Run inside the batch's write transaction, after its write: it reads the batch's own new
+/// watermarks, and its count is committed with them and the checkpoint.
 async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
     let sql = super::audit::batch_statement(ctx, batch, None, true)?;
     let q = sqlx::query(&sql).persistent(false);
@@ -580,5 +559,5 @@ mod binds;
 mod evidence;
 mod throttle;
 
-use evidence::{run_batch, settle_predicate, CheckpointOf, Settle};
+use evidence::{run_batch, settle_predicate, CheckpointOf, Record, Settle};
 pub use throttle::throttle_delay;
