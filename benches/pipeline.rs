@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
 //!     [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth]
-//!     [--repeat K] [--shapes member,message]
+//!     [--repeat K] [--shapes member,message] [--reference-limit SECS]
 //! ```
 //!
 //! Two workloads (issue 11): *standard* (the generator's data: mostly direct messages and
@@ -26,7 +26,7 @@
 //! injected drift) and per message (seed 003: `messages.unread_count`, all reset to 0 before
 //! its audits, so every message some member has not read drifts). Each uncapped audit must
 //! find exactly the rows its reference statement lists. A reference audit is stopped after
-//! [`REFERENCE_LIMIT_SECS`] and its time shown as a lower bound (`>`).
+//! [`REFERENCE_LIMIT_SECS`] (`--reference-limit SECS`) and its time shown as a lower bound (`>`).
 //!
 //! The backfill runs twice: with position evidence only (the read receipts), the job the
 //! reference upsert does, and with the bench mapping's position and counter evidence (whose
@@ -462,6 +462,8 @@ struct Run {
     repeat: usize,
     /// The counter shapes whose audits run (`--shapes`).
     shapes: Shapes,
+    /// Seconds after which a reference audit is stopped (`--reference-limit`).
+    reference_limit: f64,
 }
 
 /// The counter shapes the bench audits: per member (with the backfill jobs, the naive loops
@@ -519,8 +521,9 @@ fn naive_loop(url: &str, job: &str) -> Result<Value> {
 /// times: the quadratic correlated count on large channels would take most of the bench.
 const REPEAT_LIMIT_SECS: f64 = 30.0;
 
-/// A reference audit is stopped after this long (seconds) and its time reported as a lower
-/// bound: the correlated counts on the ×4 large channels would otherwise run for many minutes.
+/// A reference audit is stopped after this long (seconds, `--reference-limit`) and its time
+/// reported as a lower bound: the correlated counts on the ×4 large channels would otherwise
+/// run for many minutes.
 const REFERENCE_LIMIT_SECS: f64 = 180.0;
 
 /// The median of `secs` (the lower middle one of an even count).
@@ -700,7 +703,7 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
             "ref audit",
             &large::reference_audit(),
             false,
-            Some(REFERENCE_LIMIT_SECS),
+            Some(run.reference_limit),
         )?;
         if run.naive {
             f.loop_audit = Some(naive_loop(url, "audit")?);
@@ -755,7 +758,7 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
             "ref audit msg",
             &large::reference_audit_per_message(),
             false,
-            Some(REFERENCE_LIMIT_SECS),
+            Some(run.reference_limit),
         )?;
         let full = median_phase(
             run,
@@ -819,6 +822,7 @@ struct MainArgs {
     growth: bool,
     repeat: usize,
     shapes: Shapes,
+    reference_limit: f64,
 }
 
 enum Mode {
@@ -841,6 +845,7 @@ fn parse_args() -> Result<Mode> {
     let mut naive = true;
     let mut growth = false;
     let mut repeat = 1usize;
+    let mut reference_limit = REFERENCE_LIMIT_SECS;
     let mut job = String::new();
     let mut shape = "member".to_string();
     let mut shapes = Shapes {
@@ -886,6 +891,14 @@ fn parse_args() -> Result<Mode> {
                     bail!("--repeat must be at least 1");
                 }
             }
+            "--reference-limit" => {
+                reference_limit = value("--reference-limit")?
+                    .parse()
+                    .context("--reference-limit")?;
+                if reference_limit.is_nan() || reference_limit <= 0.0 {
+                    bail!("--reference-limit must be a number of seconds above 0");
+                }
+            }
             "--job" => job = value("--job")?,
             "--shape" => shape = value("--shape")?,
             "--shapes" => {
@@ -920,7 +933,7 @@ fn parse_args() -> Result<Mode> {
             "--report" => report = Some(PathBuf::from(value("--report")?)),
             "-h" | "--help" => {
                 println!(
-                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth] [--repeat K] [--shapes member,message]"
+                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth] [--repeat K] [--shapes member,message] [--reference-limit SECS]"
                 );
                 std::process::exit(0);
             }
@@ -953,6 +966,7 @@ fn parse_args() -> Result<Mode> {
             growth,
             repeat,
             shapes,
+            reference_limit,
         }),
     })
 }
@@ -1001,6 +1015,7 @@ fn main() -> ExitCode {
                             naive: args.naive,
                             repeat: args.repeat,
                             shapes: args.shapes,
+                            reference_limit: args.reference_limit,
                         };
                         let started = Instant::now();
                         if let Err(e) = runtime.block_on(bench_backend(run, &mut f)) {
