@@ -17,7 +17,9 @@
     own_after: 1 when the sender is an active member who joined before m (one index probe per
     drifting message). Counts are exact, then clamped at cap+1 under `--cap` (seed 000 §5).
 
-    Range placeholders: `range` on the messages, `range2` on the members (the same batch).
+    Range placeholders: `range` on the messages, `range2` on the members, `range_wm` on the
+    watermarks (the same batch): each table read by its own index range, never joined whole (a
+    watermark table joined whole is hashed in every batch, as the per_member form found).
     `count_only`: return only the number of drifting messages (the backfill's change count). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
@@ -30,7 +32,10 @@ WITH tm_x AS (
                CAST({% if join_x %}{{ join_x }}{% else %}NULL{% endif %} AS {{ int }}) AS join_pos
         FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
         WHERE 1 = 1{{ m.range("this." ~ mem.conv, range2) }}) tm_y
-  LEFT JOIN {{ wm }} tm_w ON tm_w.user_id = tm_y.usr AND tm_w.conversation_id = tm_y.conv
+  LEFT JOIN (SELECT tm_w0.conversation_id AS conversation_id, tm_w0.user_id AS user_id, tm_w0.last_read_id AS last_read_id
+             FROM {{ wm }} tm_w0
+             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm) }}) tm_w
+         ON tm_w.user_id = tm_y.usr AND tm_w.conversation_id = tm_y.conv
 ),
 tm_s1 AS (
   SELECT tm_b.conv AS conv, tm_b.pos AS pos, 0 AS kind, tm_b.sender AS sender,
