@@ -138,12 +138,12 @@ pub(super) struct Record<'a> {
 }
 
 /// Writes one batch (the plan, the forward-only INSERT … SELECT, the tally), with
-/// [`Record::count_changes`] counts the rows whose unread number changes (the audit's one-pass count
-/// over the new watermarks), and writes the run's checkpoint built from the counts
-/// ([`Record::checkpoint`]), in one transaction: after a crash either all of it is there or none (a kill -9
-/// resumes exactly, the change count included). Without `record` (a dry run) nothing is
-/// written and nothing counted: the tally of the plan is read in a snapshot. Adds the batch's
-/// counts to `summary`.
+/// [`Record::count_changes`] counts the rows whose unread number changes (the audit's
+/// one-pass count over the new watermarks), and writes the run's checkpoint built from the
+/// counts ([`Record::checkpoint`]), in one transaction: after a crash either all of it is there
+/// or none (a kill -9 resumes exactly, the change count included). Without `record` (a dry
+/// run) nothing is written and nothing counted: the tally of the plan is read in a snapshot.
+/// Adds the batch's counts to `summary`.
 ///
 /// Errors (exit 3): the database fails, or a lock wait gives up (the caller retries).
 pub(super) async fn run_batch(

@@ -61,8 +61,9 @@ pub struct BackfillOptions {
     pub retries: usize,
     /// Set by Ctrl-C: finish the current batch, record it, stop.
     pub stop: Option<Arc<AtomicBool>>,
-    /// Count, after each batch, the rows whose unread number will change once the counters are
-    /// gone (the audit's statement for the batch: about one audit's time in all).
+    /// Count, in each batch's transaction after its write, the rows whose unread number will
+    /// change once the counters are gone (the audit's one-pass count for the batch, committed
+    /// with the batch and its checkpoint: about one audit's time in all).
     pub count_changes: bool,
     /// Settle time (semantics.md "Backfill", settle time): a watermark derived as "everything
     /// up to the newest message" (a counter k <= 0, a timestamp, an own message) is not
