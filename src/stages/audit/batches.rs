@@ -243,11 +243,12 @@ fn template(shape: Shape) -> &'static str {
 /// filtering one table by the batch's range (see the templates' headers): per_member, the
 /// counter rows (`range`), the messages twice (`range2`, and `range3` unless `count_only`),
 /// the watermarks (`range_wm`) and the members (`range_mem`, when mapped); per_message, the
-/// messages, the members and the watermarks (`range`, `range2`, `range_wm`). Every table is read by its own index range:
-/// a watermark or members table joined whole would be read once per batch, which made the
-/// audit grow with the square of the table (issue 11, time(4N) / time(N)). The batch's keys are
-/// bound once per copy ([`bind_batch`]); every copy binds the same values, so only their number
-/// and distinct placeholders matter, not the order the text places them in.
+/// messages, the members and the watermarks (`range`, `range2`, `range_wm`). Every table is
+/// read by its own index range: a watermark or members table joined whole would be read once
+/// per batch, which made the audit grow with the square of the table (issue 11, time(4N) /
+/// time(N)). The batch's keys are bound once per copy ([`bind_batch`]); every copy binds the
+/// same values, so only their number and distinct placeholders matter, not the order the text
+/// places them in.
 fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
     match ctx.shape {
         Shape::PerMember => {
