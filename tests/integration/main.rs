@@ -40,6 +40,7 @@ mod evidence_forms;
 mod faults;
 mod galera;
 mod generate;
+mod house;
 mod inspect;
 mod json_output;
 mod least_privilege;
