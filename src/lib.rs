@@ -24,6 +24,7 @@ pub mod progress;
 pub mod render;
 pub mod report;
 pub mod schema;
+pub mod sql_text;
 pub mod stages;
 
 /// The generator moved under [`demo`]; its old path stays for the tests and the benchmark.

@@ -8,8 +8,8 @@
 //!
 //! Statements are minijinja templates ([`templates`]) filled with the mapping's quoted
 //! identifiers ([`SqlContext`]); predicates from the mapping are inserted verbatim (they are
-//! the DBA's SQL, validated in [`crate::mapping`]). [`quote`] holds identifier quoting and the
-//! identifier scanner.
+//! the DBA's SQL, validated in [`crate::mapping`]).
+
 //!
 //! Adding an engine: a new file implementing [`SqlDialect`], a variant of [`Dialect`] with its
 //! arm in [`Dialect::sql`], its scheme in [`crate::db::Dsn::parse`], and its `sql/<name>/` and
@@ -25,12 +25,11 @@ use crate::mapping::{Combine, EvidenceKind, Mapping, RowRefs, Shape};
 pub mod galera;
 pub mod mysql;
 pub mod postgres;
-pub mod quote;
+
 pub mod runner_lock;
 pub mod sqlite;
 pub mod templates;
 
-pub use quote::identifiers;
 pub use runner_lock::{BoxFuture, LockAttempt, LockKind};
 pub use templates::{render, RangeParams};
 

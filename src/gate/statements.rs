@@ -130,7 +130,7 @@ pub fn db_message(e: &sqlx::Error) -> String {
 /// that is tidemark's own (it names `tidemark_` tables, the watermark table `exclude`, or the
 /// statistics views) does not count.
 pub fn statement_uses(text: &str, table: &str, column: &str, exclude: &[&str]) -> bool {
-    let idents = crate::dialect::identifiers(text);
+    let idents = crate::sql_text::identifiers(text);
     let has = |name: &str| idents.iter().any(|i| i.eq_ignore_ascii_case(name));
     let table_name = table.rsplit('.').next().unwrap_or(table);
     if !has(column) || !has(table_name) {

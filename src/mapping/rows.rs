@@ -124,9 +124,7 @@ pub struct RowRefs {
 impl RowRefs {
     /// The row names `text` uses (an absent text uses none).
     pub fn of(text: Option<&str>) -> RowRefs {
-        let names = text
-            .map(crate::dialect::quote::qualifiers)
-            .unwrap_or_default();
+        let names = text.map(crate::sql_text::qualifiers).unwrap_or_default();
         RowRefs {
             conv: names.iter().any(|n| n == "conv"),
             usr: names.iter().any(|n| n == "usr"),

@@ -37,7 +37,10 @@ fn root() -> PathBuf {
 
 /// Whether a file is a test file (not part of the house): `tests.rs`, `*_tests.rs`.
 fn is_test_file(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     name == "tests.rs" || name.ends_with("_tests.rs")
 }
 
@@ -70,7 +73,10 @@ fn sources() -> Vec<Source> {
             let text = std::fs::read_to_string(&p).expect("read source");
             let inner = path.trim_start_matches("src/").trim_end_matches(".rs");
             let mut module: Vec<String> = inner.split('/').map(str::to_string).collect();
-            if module.last().is_some_and(|m| m == "mod" || m == "lib" || m == "main") {
+            if module
+                .last()
+                .is_some_and(|m| m == "mod" || m == "lib" || m == "main")
+            {
                 module.pop();
             }
             let code = strip_test_modules(&blank_comments_and_strings(&text));
@@ -636,7 +642,10 @@ fn files_and_functions_are_short() {
     for s in sources() {
         let lines = s.text.lines().count();
         if lines > MAX_FILE_LINES {
-            long.push(format!("{}: {lines} lines (at most {MAX_FILE_LINES})", s.path));
+            long.push(format!(
+                "{}: {lines} lines (at most {MAX_FILE_LINES})",
+                s.path
+            ));
         }
         for (name, start, len) in functions(&s.code) {
             if len > MAX_FN_LINES {
@@ -740,7 +749,11 @@ fn readme_names_files_that_exist() {
             missing.push(q.to_string());
         }
     }
-    assert!(named.len() > 40, "only {} paths read from the README", named.len());
+    assert!(
+        named.len() > 40,
+        "only {} paths read from the README",
+        named.len()
+    );
     assert!(
         missing.is_empty(),
         "README \"Where things are\" names paths that do not exist (write them from the repository's root): {missing:?}"

@@ -7,9 +7,10 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use sqlx::AnyConnection;
 
-use crate::dialect::{identifiers, render, SqlContext};
+use crate::dialect::{render, SqlContext};
 use crate::gate;
 use crate::ledger::text;
+use crate::sql_text::identifiers;
 
 /// An object that depends on the counter column.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -64,7 +64,7 @@ pub async fn plan(
         let obj = text(r, "name")?.unwrap_or_default();
         let on = text(r, "tbl_name")?.unwrap_or_default();
         let sql = text(r, "sql")?.unwrap_or_default();
-        let idents = crate::dialect::identifiers(&sql);
+        let idents = crate::sql_text::identifiers(&sql);
         let mentions = |n: &str| idents.iter().any(|i| i.eq_ignore_ascii_case(n));
         let on_table = kind == "trigger" && on.eq_ignore_ascii_case(&name);
         let uses = if target.drop_table {
@@ -164,7 +164,7 @@ pub async fn plan(
         };
         let uses = cols.iter().any(|c| c.eq_ignore_ascii_case(column))
             || sql.as_deref().is_some_and(|s| {
-                crate::dialect::identifiers(s)
+                crate::sql_text::identifiers(s)
                     .iter()
                     .any(|i| i.eq_ignore_ascii_case(column))
             });
@@ -186,7 +186,7 @@ pub async fn plan(
     let mut dropped_constraints = Vec::new();
     let mut found = false;
     for element in &parts.elements {
-        let idents = crate::dialect::identifiers(element);
+        let idents = crate::sql_text::identifiers(element);
         let first = idents.first().cloned().unwrap_or_default();
         let is_constraint = ["CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN"]
             .iter()
@@ -445,7 +445,7 @@ mod tests {
     #[test]
     fn identifiers_skip_literals() {
         assert_eq!(
-            crate::dialect::identifiers(
+            crate::sql_text::identifiers(
                 "SELECT [a b], 'unread_count', `x` FROM \"t\" -- unread_count"
             ),
             vec!["SELECT", "a b", "x", "FROM", "t"]
