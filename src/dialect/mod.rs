@@ -9,7 +9,6 @@
 //! Statements are minijinja templates ([`templates`]) filled with the mapping's quoted
 //! identifiers ([`SqlContext`]); predicates from the mapping are inserted verbatim (they are
 //! the DBA's SQL, validated in [`crate::mapping`]).
-
 //!
 //! Adding an engine: a new file implementing [`SqlDialect`], a variant of [`Dialect`] with its
 //! arm in [`Dialect::sql`], its scheme in [`crate::db::Dsn::parse`], and its `sql/<name>/` and
