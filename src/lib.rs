@@ -26,6 +26,8 @@ pub mod report;
 pub mod schema;
 pub mod sql_text;
 pub mod stages;
+pub mod tables;
+pub mod values;
 
 /// The generator moved under [`demo`]; its old path stays for the tests and the benchmark.
 pub use demo::generate;

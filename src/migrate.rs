@@ -11,9 +11,6 @@ use sqlx::{AnyConnection, Executor, Row};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-/// The schema history table refinery keeps for tidemark.
-pub const HISTORY_TABLE: &str = "tidemark_schema_history";
-
 /// An sqlx connection as a refinery migration target.
 pub struct SqlxMigrator<'c> {
     /// The connection the migrations run on.
@@ -89,12 +86,12 @@ impl AsyncQuery<Vec<Migration>> for SqlxMigrator<'_> {
 
 impl AsyncMigrate for SqlxMigrator<'_> {}
 
-/// A text column (VARCHAR reaches sqlx's Any driver as text or, from MySQL, sometimes as bytes).
+/// A text column that is never NULL ([`crate::values::text`]), with sqlx's error type, which
+/// refinery's traits want.
 fn text(row: &sqlx::any::AnyRow, idx: usize) -> Result<String, sqlx::Error> {
-    match row.try_get::<String, _>(idx) {
-        Ok(v) => Ok(v),
-        Err(_) => Ok(String::from_utf8_lossy(&row.try_get::<Vec<u8>, _>(idx)?).into_owned()),
-    }
+    crate::values::text(row, idx)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| sqlx::Error::Decode(e.into()))
 }
 
 fn fetch_all(

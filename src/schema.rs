@@ -6,10 +6,10 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use crate::db::text;
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::input_error;
 use crate::mapping::{Combine, Mapping, RowRefs, Shape};
+use crate::values::text;
 
 /// The type family of a key column, which decides how keys are bound and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -783,7 +783,7 @@ async fn dropped_by(
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<Option<i64>> {
-    if !table_exists(conn, dialect, crate::ledger::LEDGER_TABLE).await? {
+    if !table_exists(conn, dialect, crate::tables::LEDGER_TABLE).await? {
         return Ok(None);
     }
     crate::ledger::contract_that_dropped(

@@ -15,9 +15,6 @@ use crate::error::input_error;
 pub mod privileges;
 pub mod testing;
 pub mod tx;
-pub mod values;
-
-pub use values::{now_ms, text};
 
 /// A database URL (DSN) with its dialect. `Display` shows it with the password replaced by
 /// `***`; the raw text is only handed to the driver.

@@ -11,8 +11,8 @@
 use anyhow::{anyhow, Result};
 use sqlx::{AnyConnection, Row};
 
-use crate::db::text;
 use crate::dialect::{DdlProbe, Dialect};
+use crate::values::text;
 
 /// A privilege a stage needs on a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,7 @@ pub async fn for_backfill(
             privileges: WRITE,
         },
         Need {
-            table: crate::ledger::LEDGER_TABLE,
+            table: crate::tables::LEDGER_TABLE,
             column: "status",
             privileges: WRITE,
         },
@@ -177,13 +177,13 @@ pub async fn for_backfill(
 /// Errors (exit 3): as [`check`].
 pub async fn for_audit(conn: &mut AnyConnection, dialect: Dialect, store_rows: bool) -> Result<()> {
     let mut needs = vec![Need {
-        table: crate::ledger::LEDGER_TABLE,
+        table: crate::tables::LEDGER_TABLE,
         column: "status",
         privileges: WRITE,
     }];
     if store_rows {
         needs.push(Need {
-            table: crate::ledger::DRIFT_ROWS_TABLE,
+            table: crate::tables::DRIFT_ROWS_TABLE,
             column: "run_id",
             privileges: &[Privilege::Select, Privilege::Insert],
         });
@@ -340,12 +340,12 @@ async fn first_refused(
 async fn for_contract_tables(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
     let needs = [
         Need {
-            table: crate::ledger::LEDGER_TABLE,
+            table: crate::tables::LEDGER_TABLE,
             column: "status",
             privileges: WRITE,
         },
         Need {
-            table: crate::ledger::ARCHIVE_TABLE,
+            table: crate::tables::ARCHIVE_TABLE,
             column: "contract_id",
             privileges: &[Privilege::Select, Privilege::Insert],
         },

@@ -13,7 +13,7 @@ use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 
 use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
-use crate::db::{now_ms, text};
+use crate::values::{now_ms, text};
 
 /// A lock row whose heartbeat is older than this is stale: its runner is taken to be gone.
 pub const STALE_MS: i64 = 60_000;

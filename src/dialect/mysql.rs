@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::runner_lock::{advisory_key, BoxFuture, LockAttempt, LockKind};
 use super::{galera, SqlDialect};
-use crate::db::text;
+use crate::values::text;
 
 /// MySQL 8 and MariaDB 10.6 or later (one server or a Galera cluster).
 #[derive(Debug, Clone, Copy)]
@@ -335,7 +335,7 @@ impl SqlDialect for Mysql {
             },
             super::RefusedProbe {
                 privileges: "LOCK TABLES",
-                sql: format!("LOCK TABLES {} READ", crate::ledger::ARCHIVE_TABLE),
+                sql: format!("LOCK TABLES {} READ", crate::tables::ARCHIVE_TABLE),
                 skip_if: None,
                 undo: Some("UNLOCK TABLES".to_string()),
                 on_database: true,

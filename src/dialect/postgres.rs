@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::runner_lock::{advisory_key, BoxFuture, LockAttempt, LockKind};
 use super::SqlDialect;
-use crate::db::text;
+use crate::values::text;
 
 /// PostgreSQL 12 or later.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
 use super::SqlDialect;
-use crate::db::{now_ms, text};
+use crate::values::{now_ms, text};
 
 /// A lock row whose heartbeat is older than this is stale: its runner is taken to be gone.
 const STALE_MS: i64 = 60_000;

@@ -8,7 +8,8 @@ use sqlx::AnyConnection;
 
 use crate::dialect::Dialect;
 use crate::ledger::records::AuditSummaryRecord;
-use crate::ledger::{self, Entry, RunStatus, Stage, Tolerance, LEDGER_TABLE};
+use crate::ledger::{self, Entry, RunStatus, Stage, Tolerance};
+use crate::tables::LEDGER_TABLE;
 
 /// One audit run of the ledger, as the gate sees it.
 #[derive(Debug, Clone, Serialize)]

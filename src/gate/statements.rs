@@ -94,7 +94,7 @@ pub async fn statement_use(
     let exclude = [mapping.watermarks.table.as_str()];
     let mut seen = Vec::new();
     for r in &rows {
-        let Ok(Some(query)) = crate::ledger::text(r, "query") else {
+        let Ok(Some(query)) = crate::values::text(r, "query") else {
             continue;
         };
         let calls: i64 = r.try_get("calls").unwrap_or_default();

@@ -5,9 +5,9 @@
 use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Row};
 
-use crate::db::text;
 use crate::dialect::Dialect;
 use crate::mapping::check_identifier;
+use crate::values::text;
 
 /// What a declared column type is, as far as a mapping cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use sqlx::{AnyConnection, Row};
 use super::catalog::Catalog;
 use super::propose::{self, Facts, Proposal};
 use super::Warning;
-use crate::db::text;
 use crate::dialect::Dialect;
 use crate::mapping::Shape;
+use crate::values::text;
 
 /// At most this many distinct values of a membership column are read.
 const MAX_VALUES: usize = 12;

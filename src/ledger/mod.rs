@@ -12,31 +12,8 @@ pub mod records;
 
 pub use records::{RunStatus, Stage, Tolerance};
 
-/// Milliseconds since the epoch, as the ledger stores times.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
-}
-
-/// A text column of a row by name (some drivers return text of catalog and JSON columns as
-/// bytes: those are read as UTF-8).
-pub fn text(row: &AnyRow, column: &str) -> Result<Option<String>> {
-    match row.try_get::<Option<String>, _>(column) {
-        Ok(v) => Ok(v),
-        Err(_) => Ok(row
-            .try_get::<Option<Vec<u8>>, _>(column)
-            .with_context(|| format!("reading column {column}"))?
-            .map(|b| String::from_utf8_lossy(&b).into_owned())),
-    }
-}
-
-/// The ledger table.
-pub const LEDGER_TABLE: &str = "tidemark_ledger";
-
-/// The contract's archive of dropped counter values (migration `V3__counter_archive`).
-pub const ARCHIVE_TABLE: &str = "tidemark_counter_archive";
+use crate::tables::{DRIFT_ROWS_TABLE, LEDGER_TABLE};
+use crate::values::{now_ms, text};
 
 /// One ledger row as `status` shows it.
 #[derive(Debug, Clone)]
@@ -356,7 +333,6 @@ pub struct DriftRow {
 }
 
 /// The drift rows table (`--store-rows`).
-pub const DRIFT_ROWS_TABLE: &str = "tidemark_drift_rows";
 
 /// Inserts one batch's drifting rows for run `id` (multi-row statements of 1000 rows).
 pub async fn store_rows(

@@ -11,8 +11,8 @@ use crate::stages::audit::AuditSummary;
 use crate::stages::backfill::BackfillSummary;
 use crate::stages::contract::{ContractOptions, ContractOutcome};
 use crate::stages::expand::ExpandReport;
-use crate::stages::now_ms;
 use crate::stages::status::Status;
+use crate::values::now_ms;
 
 /// Writes what expand did.
 pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> {

@@ -7,9 +7,9 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AnyConnection, Row};
 
-use crate::db::text;
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::schema::KeyKind;
+use crate::values::text;
 
 /// A key value of the legacy schema (a user, a conversation, a message position). In JSON
 /// (checkpoints) an integer key is a number and a text key a string.

@@ -9,8 +9,9 @@ use sqlx::AnyConnection;
 use crate::dialect::{Dialect, SqlContext};
 use crate::error::input_error;
 use crate::mapping::Mapping;
-use crate::migrate::{SqlxMigrator, HISTORY_TABLE};
+use crate::migrate::SqlxMigrator;
 use crate::schema;
+use crate::tables::HISTORY_TABLE;
 
 /// What `expand` did or would do.
 #[derive(Debug, Clone)]

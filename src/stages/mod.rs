@@ -12,4 +12,4 @@ pub use batch::{bind_scope, next_batch, scope_params, Batch, BatchUnit, Key, Min
 // Moved below the stages (so that `lock`, `schema` and `ledger` need nothing from here);
 // re-exported for the stages and the tests that use them by these paths.
 pub use crate::db::tx::{begin_snapshot, begin_write, commit, rollback};
-pub use crate::db::{now_ms, text};
+pub use crate::values::{now_ms, text};

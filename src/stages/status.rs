@@ -63,7 +63,7 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         None
     };
     let (last_backfill, audits) =
-        if schema::table_exists(conn, dialect, ledger::LEDGER_TABLE).await? {
+        if schema::table_exists(conn, dialect, crate::tables::LEDGER_TABLE).await? {
             (
                 ledger::recent(conn, Stage::Backfill, 1, dialect)
                     .await?

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use sqlx::Connection;
-use tidemark::db::text;
+use tidemark::values::text;
 
 use crate::common::bin::{command, run, Run};
 use crate::common::{exec_all, on_every_backend, Backend, TestDb};

@@ -283,7 +283,7 @@ pub async fn run(
     };
     let mut lo: Option<Key> = None;
     let ledger_id = if opts.ledger {
-        if !schema::table_exists(conn, dialect, ledger::LEDGER_TABLE).await? {
+        if !schema::table_exists(conn, dialect, crate::tables::LEDGER_TABLE).await? {
             return Err(input_error(
                 "the ledger table tidemark_ledger does not exist: run `tidemark expand`, or audit with --no-ledger",
             ));

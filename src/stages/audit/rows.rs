@@ -42,7 +42,7 @@ pub(super) fn record_row(
     let (facts, last_read, source) = match shape {
         Shape::PerMember => {
             let last_read: Option<i64> = row.try_get("last_read_id")?;
-            let source = crate::db::text(row, "source")?;
+            let source = crate::values::text(row, "source")?;
             let is_member: i64 = row.try_get("is_member")?;
             (
                 Facts {

@@ -187,7 +187,7 @@ pub async fn run(
     schema::preflight(conn, mapping, dialect).await?;
     for (table, what) in [
         (mapping.watermarks.table.as_str(), "watermark"),
-        (ledger::LEDGER_TABLE, "ledger"),
+        (crate::tables::LEDGER_TABLE, "ledger"),
     ] {
         if !schema::table_exists(conn, dialect, table).await? {
             return Err(input_error(format!(

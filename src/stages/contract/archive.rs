@@ -8,8 +8,8 @@ use std::path::Path;
 
 use super::{Keys, Target};
 use crate::dialect::{render, SqlContext};
-use crate::ledger::text;
 use crate::stages::{begin_write, commit, next_batch, now_ms, rollback, Key, Scope};
+use crate::values::text;
 
 /// A checksum of counter values: rows, non-NULL values, their sum and sum of squares (exact
 /// decimals as text).
@@ -246,7 +246,7 @@ pub(super) async fn refuse_ambiguous_keys(
         .with_context(|| format!("checking that the archive keys of {target} name one row each"))?;
     let n: i64 = row.try_get("n")?;
     if n > 0 {
-        let first = crate::db::text(&row, 1)?.unwrap_or_default();
+        let first = crate::values::text(&row, 1)?.unwrap_or_default();
         return Err(crate::error::input_error(format!(
             "{target}: {n} key(s) of the archive ({}) name several rows of the table (the first in conversation {first}), e.g. one row per thread; the archive could not tell their values apart, so tidemark will not drop the column: archive and drop it yourself, or keep one row per key",
             if subject.is_some() { "conversation and subject" } else { "conversation" }

@@ -9,8 +9,8 @@ use sqlx::AnyConnection;
 
 use crate::dialect::{render, SqlContext};
 use crate::gate;
-use crate::ledger::text;
 use crate::sql_text::identifiers;
+use crate::values::text;
 
 /// An object that depends on the counter column.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

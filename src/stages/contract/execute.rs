@@ -16,10 +16,10 @@ use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::{EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, db_message, Reason, Tolerance};
 use crate::ledger::records::{AuditOptionsRecord, Checked};
-use crate::ledger::{self, LEDGER_TABLE};
 use crate::lock;
 use crate::mapping::Mapping;
 use crate::stages::audit;
+use crate::tables::LEDGER_TABLE;
 
 /// The final audit run inside the gate.
 #[derive(Debug, Clone, Serialize)]
@@ -238,7 +238,7 @@ async fn audit_batch_size(conn: &mut AnyConnection, dialect: Dialect, id: i64) -
         dialect.placeholder(1)
     );
     let row = sqlx::query(&sql).bind(id).fetch_one(&mut *conn).await?;
-    let options: AuditOptionsRecord = ledger::text(&row, "options")?
+    let options: AuditOptionsRecord = crate::values::text(&row, "options")?
         .context("no options recorded")
         .and_then(|s| Ok(serde_json::from_str(&s)?))
         .with_context(|| format!("reading the options of audit run #{id} in the ledger"))?;

@@ -54,12 +54,13 @@ use crate::dialect::{Dialect, SqlContext};
 use crate::error::{input_error, EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, read_audits, statement_use};
 use crate::ledger::records::ContractOptionsRecord;
-use crate::ledger::{self, RunStatus, Stage, LEDGER_TABLE};
+use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::RunnerLock;
 use crate::mapping::{hex, Mapping, Shape};
 use crate::schema::{self, KeyKind};
+use crate::tables::LEDGER_TABLE;
 
-pub use crate::ledger::ARCHIVE_TABLE;
+pub use crate::tables::ARCHIVE_TABLE;
 
 /// The final audit's report when neither `--audit-report` nor `--archive` names a folder.
 pub const DEFAULT_AUDIT_REPORT: &str = "tidemark-contract-audit.csv";
@@ -506,7 +507,7 @@ async fn runner_lock_name(
     if let Some(query) = dialect.lock_namespace_query() {
         use sha2::{Digest, Sha256};
         let row = sqlx::query(query).fetch_one(&mut *conn).await?;
-        let db = ledger::text(&row, "name")?.unwrap_or_default();
+        let db = crate::values::text(&row, "name")?.unwrap_or_default();
         name.push(':');
         name.push_str(&hex(&Sha256::digest(db.as_bytes()))[..12]);
     }

@@ -7,7 +7,7 @@ use sqlx::AnyConnection;
 
 use super::{ContractOptions, Target};
 use crate::dialect::SqlContext;
-use crate::ledger::text;
+use crate::values::text;
 
 /// One step of the drop, in order.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{Plan, Step, Target};
 use crate::dialect::SqlContext;
 use crate::error::input_error;
-use crate::ledger::text;
+use crate::values::text;
 
 /// The SQLite plan for `target`, waiting at most `lock_timeout` for the database lock.
 /// `execute`: the plan is to be run (a view that uses the column refuses it then; in a dry

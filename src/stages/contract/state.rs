@@ -7,10 +7,11 @@ use sqlx::AnyConnection;
 use super::{target_of, ContractOptions, Target};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::gate::{self, read_audits, statement_use, GateOptions};
-use crate::ledger::{self, LEDGER_TABLE};
+use crate::ledger;
 use crate::mapping::Mapping;
 use crate::schema;
-use crate::stages::now_ms;
+use crate::tables::LEDGER_TABLE;
+use crate::values::now_ms;
 
 /// The columns of `table`, in order (empty when it does not exist).
 pub async fn table_columns(
@@ -25,7 +26,7 @@ pub async fn table_columns(
     }
     let rows = q.fetch_all(&mut *conn).await?;
     rows.iter()
-        .map(|r| Ok(ledger::text(r, "name")?.unwrap_or_default()))
+        .map(|r| Ok(crate::values::text(r, "name")?.unwrap_or_default()))
         .collect()
 }
 

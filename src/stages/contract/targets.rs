@@ -35,11 +35,12 @@ use super::{
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::{input_error, EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, read_audits, statement_use};
-use crate::ledger::{self, RunStatus, Stage, LEDGER_TABLE};
+use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
 use crate::mapping::{ContractTargets, DropColumn, Mapping, Shape};
 use crate::schema::{self, KeyKind};
 use crate::stages::{begin_write, commit, now_ms, rollback, BatchUnit};
+use crate::tables::LEDGER_TABLE;
 
 /// One target's archive, as verified.
 #[derive(Debug, Clone, Serialize)]
@@ -510,9 +511,11 @@ async fn archive_checksum(
     Ok(super::Checksum {
         rows: row.try_get("n")?,
         non_null: row.try_get("non_null")?,
-        sum: super::archive::normalise_decimal(&ledger::text(&row, "total")?.unwrap_or_default()),
+        sum: super::archive::normalise_decimal(
+            &crate::values::text(&row, "total")?.unwrap_or_default(),
+        ),
         sum_squares: super::archive::normalise_decimal(
-            &ledger::text(&row, "squares")?.unwrap_or_default(),
+            &crate::values::text(&row, "squares")?.unwrap_or_default(),
         ),
     })
 }
