@@ -11,82 +11,20 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use crate::dialect::{Dialect, SqlContext};
+use crate::dialect::{Dialect, SqlContext, TypeClass};
 use crate::error::input_error;
 use crate::mapping::{EvidenceKind, Mapping};
 use crate::schema::column_type;
 
-/// The family of a declared column type, as far as the checks care.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Any integer type (SQLite: a declared type containing `INT`).
-    Integer,
-    /// `numeric` / `decimal` (SQLite: NUMERIC affinity that is not a date or boolean name).
-    Decimal,
-    /// `real`, `float`, `double`.
-    Float,
-    /// Character types (`char`, `varchar`, `text`, `clob`, MySQL `enum`/`set`).
-    Text,
-    /// Dates and times (`date`, `time`, `datetime`, `timestamp`…).
-    Time,
-    /// `boolean`.
-    Boolean,
-    /// No declared type (SQLite, or a view's expression column): not checked.
-    Unknown,
-    /// Anything else (binary, uuid, json, interval…).
-    Other,
-}
-
-impl Family {
-    /// How the family reads in a message ("text", "a date/time type"…).
-    fn describe(self, declared: &str) -> String {
-        match self {
-            Family::Text => "text".into(),
-            Family::Time => format!("a date/time type ({declared})"),
-            Family::Boolean => "boolean".into(),
-            Family::Float => format!("floating point ({declared})"),
-            _ => format!("of type {declared}"),
-        }
+/// How a type class reads in a message ("text", "a date/time type"…).
+fn describe(class: TypeClass, declared: &str) -> String {
+    match class {
+        TypeClass::Text => "text".into(),
+        TypeClass::Timestamp => format!("a date/time type ({declared})"),
+        TypeClass::Boolean => "boolean".into(),
+        TypeClass::Float => format!("floating point ({declared})"),
+        _ => format!("of type {declared}"),
     }
-}
-
-/// The family of `declared` as the catalog of `dialect` spells it (MySQL's appended character
-/// set is ignored).
-pub fn family(dialect: Dialect, declared: &str) -> Family {
-    let (base, _) = dialect.split_type_attributes(declared);
-    let t = base.trim().to_ascii_lowercase();
-    if t.is_empty() {
-        return Family::Unknown;
-    }
-    if t.starts_with("interval") || t == "point" {
-        return Family::Other;
-    }
-    if t.contains("int") {
-        return Family::Integer;
-    }
-    if t.contains("char") || t.contains("text") || t.contains("clob") {
-        return Family::Text;
-    }
-    if t.starts_with("enum") || t.starts_with("set(") {
-        return Family::Text;
-    }
-    if t.contains("time") || t.contains("date") {
-        return Family::Time;
-    }
-    if t.starts_with("bool") {
-        return Family::Boolean;
-    }
-    if t.starts_with("numeric") || t.starts_with("decimal") {
-        return Family::Decimal;
-    }
-    if t.contains("real") || t.contains("floa") || t.contains("doub") {
-        return Family::Float;
-    }
-    if dialect.name() == "sqlite" && !t.contains("blob") {
-        // Any other declared name has NUMERIC affinity (e.g. NUMBER, BIGNUM).
-        return Family::Decimal;
-    }
-    Family::Other
 }
 
 /// What a mapped column must hold.
@@ -102,18 +40,18 @@ enum Role {
     Predicate,
 }
 
-/// Whether a column of `family` can play `role` on `dialect`, and if not, what it must be.
-fn accepts(role: Role, family: Family, dialect: Dialect) -> Result<(), &'static str> {
-    use Family::*;
+/// Whether a column of `class` can play `role`, and if not, what it must be. `dates_in_text`:
+/// the engine keeps dates in text columns ([`crate::dialect::Catalog::dates_in_text`]).
+fn accepts(role: Role, class: TypeClass, dates_in_text: bool) -> Result<(), &'static str> {
+    use TypeClass::*;
     let ok = match role {
-        Role::Position => matches!(family, Integer | Decimal | Unknown),
-        Role::Counter => matches!(family, Integer | Decimal | Unknown),
-        // SQLite has no date type: ISO-8601 text is its documented date form.
+        Role::Position => matches!(class, Integer | Decimal | Unknown),
+        Role::Counter => matches!(class, Integer | Decimal | Unknown),
         Role::Time => {
-            matches!(family, Time | Integer | Decimal | Float | Unknown)
-                || (family == Text && dialect.name() == "sqlite")
+            matches!(class, Timestamp | Integer | Decimal | Float | Unknown)
+                || (class == Text && dates_in_text)
         }
-        Role::Predicate => matches!(family, Boolean | Integer | Unknown),
+        Role::Predicate => matches!(class, Boolean | Integer | Unknown),
     };
     if ok {
         return Ok(());
@@ -265,12 +203,12 @@ pub async fn check(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect
         let Some(declared) = column_type(conn, &ctx, &table, &column).await? else {
             continue;
         };
-        let fam = family(dialect, &declared);
-        if let Err(must) = accepts(role, fam, dialect) {
+        let class = dialect.catalog().type_class(&declared);
+        if let Err(must) = accepts(role, class, dialect.catalog().dates_in_text()) {
             return Err(input_error(format!(
                 "{} = {value:?}: column {table}.{column} is {}; {must}",
                 mapping.located(&key),
-                fam.describe(&declared)
+                describe(class, &declared)
             )));
         }
     }
@@ -281,7 +219,7 @@ pub async fn check(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect
 /// reads it: it must be an integer, as a counter column must. `from` is the counter's own
 /// rows as the stages read them (`<counter table> this [LEFT JOIN … conv] [LEFT JOIN … usr]
 /// WHERE (<rows>)`), already checked to resolve. How the type is found is the dialect's
-/// ([`crate::dialect::SqlDialect::expression_type`]): the declared type of the expression
+/// ([`crate::dialect::Catalog::expression_type`]): the declared type of the expression
 /// over zero rows on PostgreSQL and MySQL/MariaDB; on SQLite, whose values carry their own
 /// types, the type of the first value that is not an integer (or NULL).
 ///
@@ -296,12 +234,12 @@ pub async fn check_value(
     let Some(value) = mapping.counter.value.as_deref() else {
         return Ok(());
     };
-    let Some(found) = dialect.expression_type(conn, value, from).await? else {
+    let Some(found) = dialect.catalog().expression_type(conn, value, from).await? else {
         return Ok(());
     };
-    let fam = family(dialect, &found);
-    if let Err(must) = accepts(Role::Counter, fam, dialect) {
-        let mut what = fam.describe(&found);
+    let class = dialect.catalog().type_class(&found);
+    if let Err(must) = accepts(Role::Counter, class, dialect.catalog().dates_in_text()) {
+        let mut what = describe(class, &found);
         // The engine's own name of the type, unless the description already gives it.
         if !what.contains(&format!("({found})")) && !what.starts_with("of type") {
             what.push_str(&format!(" ({} type {found})", dialect.name()));
@@ -320,10 +258,12 @@ mod tests {
 
     #[test]
     fn families_per_dialect() {
+        use TypeClass as Family;
+        let family = |d: Dialect, t: &str| d.catalog().type_class(t);
         let pg = Dialect::Postgres;
         assert_eq!(family(pg, "bigint"), Family::Integer);
         assert_eq!(family(pg, "character varying(20)"), Family::Text);
-        assert_eq!(family(pg, "timestamp with time zone"), Family::Time);
+        assert_eq!(family(pg, "timestamp with time zone"), Family::Timestamp);
         assert_eq!(family(pg, "interval"), Family::Other);
         assert_eq!(family(pg, "boolean"), Family::Boolean);
         let my = Dialect::Mysql;
@@ -332,7 +272,7 @@ mod tests {
             family(my, "text CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
             Family::Text
         );
-        assert_eq!(family(my, "datetime(6)"), Family::Time);
+        assert_eq!(family(my, "datetime(6)"), Family::Timestamp);
         let lite = Dialect::Sqlite;
         assert_eq!(family(lite, "INTEGER"), Family::Integer);
         assert_eq!(family(lite, ""), Family::Unknown);
@@ -351,11 +291,12 @@ mod tests {
 
     #[test]
     fn roles() {
-        let lite = Dialect::Sqlite;
-        assert!(accepts(Role::Position, Family::Text, lite).is_err());
-        assert!(accepts(Role::Counter, Family::Integer, lite).is_ok());
-        assert!(accepts(Role::Time, Family::Text, lite).is_ok());
-        assert!(accepts(Role::Time, Family::Text, Dialect::Postgres).is_err());
-        assert!(accepts(Role::Predicate, Family::Time, lite).is_err());
+        let lite = Dialect::Sqlite.catalog().dates_in_text();
+        let pg = Dialect::Postgres.catalog().dates_in_text();
+        assert!(accepts(Role::Position, TypeClass::Text, lite).is_err());
+        assert!(accepts(Role::Counter, TypeClass::Integer, lite).is_ok());
+        assert!(accepts(Role::Time, TypeClass::Text, lite).is_ok());
+        assert!(accepts(Role::Time, TypeClass::Text, pg).is_err());
+        assert!(accepts(Role::Predicate, TypeClass::Timestamp, lite).is_err());
     }
 }

@@ -1,8 +1,8 @@
 //! One runner at a time per mapping and stage: a PostgreSQL session advisory lock
 //! (`pg_try_advisory_lock`), a MySQL/MariaDB named lock (`GET_LOCK`), or a lock row in
 //! `tidemark_lock` on SQLite and on a MariaDB Galera cluster, where `GET_LOCK` is per node
-//! ([`crate::dialect::galera`]) (each in its dialect's file: [`crate::dialect::SqlDialect`]'s
-//! runner-lock methods). A second runner fails at once (exit 3) naming the holder.
+//! (`src/dialect/mysql/galera.rs`) (each engine's [`crate::dialect::RunnerLocks`], in its
+//! folder). A second runner fails at once (exit 3) naming the holder.
 //!
 //! Also the per-statement lock waits tidemark accepts, so that the tool, not the application,
 //! loses a lock wait (PostgreSQL `lock_timeout`, MySQL `innodb_lock_wait_timeout` and
@@ -12,7 +12,7 @@ use anyhow::{anyhow, Result};
 use sqlx::AnyConnection;
 use std::time::Duration;
 
-use crate::dialect::{runner_lock, Dialect, LockAttempt, LockKind};
+use crate::dialect::{Dialect, LockAttempt, LockKind};
 
 /// A held runner lock; release it with [`RunnerLock::release`] (a crash releases the server
 /// locks with the session; a stale SQLite row is taken over).
@@ -35,8 +35,8 @@ impl RunnerLock {
         dialect: Dialect,
         name: &str,
     ) -> Result<RunnerLock> {
-        let name = dialect.runner_lock_name(conn, name).await?;
-        match dialect.try_runner_lock(conn, &name).await? {
+        let name = dialect.locks().runner_lock_name(conn, name).await?;
+        match dialect.locks().try_runner_lock(conn, &name).await? {
             LockAttempt::Taken(kind) => Ok(RunnerLock {
                 name,
                 dialect,
@@ -58,6 +58,7 @@ impl RunnerLock {
     /// [`LockKind::Session`] lock nothing, without a statement.
     pub async fn heartbeat(&self, conn: &mut AnyConnection) -> Result<()> {
         self.dialect
+            .locks()
             .refresh_runner_lock(conn, &self.name, self.kind)
             .await
     }
@@ -65,6 +66,7 @@ impl RunnerLock {
     /// Releases the lock.
     pub async fn release(self, conn: &mut AnyConnection) -> Result<()> {
         self.dialect
+            .locks()
             .release_runner_lock(conn, &self.name, self.kind)
             .await
     }
@@ -73,8 +75,8 @@ impl RunnerLock {
 /// Whether a runner holds the lock `name` now (for `status`: a run recorded as "running" whose
 /// lock is free was killed). Takes nothing.
 pub async fn is_held(conn: &mut AnyConnection, dialect: Dialect, name: &str) -> Result<bool> {
-    let name = dialect.runner_lock_name(conn, name).await?;
-    dialect.runner_lock_held(conn, &name).await
+    let name = dialect.locks().runner_lock_name(conn, name).await?;
+    dialect.locks().runner_lock_held(conn, &name).await
 }
 
 /// Bounds every lock wait of this session to `timeout` (PostgreSQL `lock_timeout`; MySQL
@@ -85,7 +87,7 @@ pub async fn set_lock_timeout(
     dialect: Dialect,
     timeout: Duration,
 ) -> Result<()> {
-    for s in dialect.lock_timeout_sql(timeout) {
+    for s in dialect.sessions().lock_timeout_sql(timeout) {
         sqlx::raw_sql(&s).execute(&mut *conn).await?;
     }
     Ok(())
@@ -97,5 +99,5 @@ pub async fn set_lock_timeout(
 /// LOCKED. The codes and messages of every dialect are recognised (an error does not say which
 /// engine sent it).
 pub fn is_lock_wait(error: &anyhow::Error) -> bool {
-    runner_lock::error_is_lock_wait(error)
+    Dialect::error_is_lock_wait(error)
 }

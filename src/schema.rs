@@ -6,7 +6,7 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use crate::dialect::{render, Dialect, SqlContext};
+use crate::dialect::{render, Dialect, SqlContext, TypeClass};
 use crate::error::input_error;
 use crate::mapping::{Combine, Mapping, RowRefs, Shape};
 use crate::values::text;
@@ -39,7 +39,7 @@ pub async fn column_type(
 ) -> Result<Option<String>> {
     let sql = render("column_type.sql", ctx, minijinja::context! {})?;
     let mut q = sqlx::query(&sql);
-    for bind in ctx.dialect.catalog_table_binds(table) {
+    for bind in ctx.dialect.catalog().catalog_table_binds(table) {
         q = q.bind(bind);
     }
     let row = q
@@ -56,26 +56,19 @@ pub async fn column_type(
 ///
 /// Errors (exit 2): a type tidemark cannot key a watermark by (uuid, binary, decimal…), named.
 pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType> {
-    // The type without the attributes an engine appends (MySQL: the character set).
-    let (base, _attributes) = dialect.split_type_attributes(declared);
-    let t = base.to_ascii_lowercase();
-    if t.contains("int") {
-        return Ok(KeyType {
+    match dialect.catalog().type_class(declared) {
+        TypeClass::Integer => Ok(KeyType {
             kind: KeyKind::Integer,
             ddl: "BIGINT".into(),
-        });
-    }
-    let text = t.contains("char") || t.contains("text") || t.contains("clob") || t.is_empty();
-    if !text {
-        return Err(input_error(format!(
+        }),
+        TypeClass::Text | TypeClass::Unknown => Ok(KeyType {
+            kind: KeyKind::Text,
+            ddl: dialect.text_key_ddl(declared),
+        }),
+        _ => Err(input_error(format!(
             "{what} has type {declared}: tidemark keys watermarks by integer or text columns"
-        )));
+        ))),
     }
-    let ddl = dialect.text_key_ddl(declared);
-    Ok(KeyType {
-        kind: KeyKind::Text,
-        ddl,
-    })
 }
 
 /// The key types of the watermark table: (user, conversation), read from the members table
@@ -739,7 +732,7 @@ fn checked_table(mapping: &Mapping, section: &str) -> String {
 
 /// Whether `table` is a view (stages that only read accept views; `contract` does not).
 pub async fn is_view(conn: &mut AnyConnection, dialect: Dialect, table: &str) -> Result<bool> {
-    let (sql, binds) = dialect.view_count_query(table);
+    let (sql, binds) = dialect.catalog().view_count_query(table);
     let mut q = sqlx::query_scalar(&sql);
     for bind in binds {
         q = q.bind(bind);

@@ -1,6 +1,6 @@
 //! Identifier scanning for SQL text (the mapping's predicates and value expressions, the gate's
 //! statement statistics, the contract's dependency checks), with sqlparser-rs's tokenizer. It
-//! knows no engine: quoting is each dialect's ([`crate::dialect::SqlDialect::quote_part`]).
+//! knows no engine: quoting is each dialect's ([`crate::dialect::Spelling::quote_part`]).
 
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};

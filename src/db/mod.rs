@@ -41,12 +41,10 @@ impl Dsn {
             .next()
             .unwrap_or_default()
             .to_ascii_lowercase();
-        let (dialect, raw) = match scheme.as_str() {
-            "postgres" | "postgresql" => (Dialect::Postgres, raw.to_string()),
-            "mysql" => (Dialect::Mysql, raw.to_string()),
-            // sqlx knows MariaDB by the mysql scheme; the wire protocol is the same.
-            "mariadb" => (Dialect::Mysql, format!("mysql{}", &raw["mariadb".len()..])),
-            "sqlite" => (Dialect::Sqlite, raw.to_string()),
+        let (dialect, raw) = match Dialect::from_scheme(&scheme) {
+            Some((dialect, driver_scheme)) => {
+                (dialect, format!("{driver_scheme}{}", &raw[scheme.len()..]))
+            }
             // The text is not echoed: without a known scheme nothing says where a password
             // would be (a URL file holding something else must not print its content).
             _ if raw.contains(':')
@@ -106,10 +104,8 @@ impl Dsn {
     /// A SQLite DSN for a file path, created when missing (used by `demo`).
     pub fn sqlite_file(path: &std::path::Path, create: bool) -> Dsn {
         let mode = if create { "?mode=rwc" } else { "" };
-        Dsn {
-            raw: format!("sqlite:{}{mode}", path.display()),
-            dialect: Dialect::Sqlite,
-        }
+        Dsn::parse(&format!("sqlite:{}{mode}", path.display()))
+            .expect("a sqlite: URL always parses")
     }
 
     /// The URL as given to the driver. Never print it: use `Display`.
@@ -147,7 +143,7 @@ impl Dsn {
                 }
             })?;
         let mut conn = conn;
-        for sql in self.dialect.session_setup_sql() {
+        for sql in self.dialect.sessions().session_setup_sql() {
             // Settings the server may not know (an older version): ignored.
             let _ = sqlx::raw_sql(sql).execute(&mut conn).await;
         }

@@ -68,10 +68,10 @@ pub fn is_permission_denied(error: &anyhow::Error) -> bool {
 /// The session's user as a GRANT names it (`"tm_ro"`, `'tm_ro'@'%'`), or None where the
 /// database has no users (SQLite) or cannot say.
 pub async fn grantee(conn: &mut AnyConnection, dialect: Dialect) -> Option<String> {
-    let sql = dialect.current_user_sql()?;
+    let sql = dialect.catalog().current_user_sql()?;
     let row = sqlx::query(sql).fetch_one(&mut *conn).await.ok()?;
     let user = text(&row, 0).ok()??;
-    Some(dialect.grantee(&user))
+    Some(dialect.catalog().grantee(&user))
 }
 
 /// [`grantee`], or `<this user>` when the database cannot say.
@@ -114,7 +114,7 @@ pub async fn denied(
 /// Errors (exit 3): the first privilege refused, as [`denied`] words it (all the privileges
 /// of that table in the GRANT); any other database failure as it is.
 pub async fn check(conn: &mut AnyConnection, dialect: Dialect, needs: &[Need<'_>]) -> Result<()> {
-    if dialect.current_user_sql().is_none() {
+    if dialect.catalog().current_user_sql().is_none() {
         return Ok(());
     }
     for need in needs {
@@ -164,7 +164,7 @@ pub async fn for_backfill(
         },
     ];
     check(conn, dialect, &needs).await?;
-    let probes = dialect.backfill_privilege_probes();
+    let probes = dialect.catalog().backfill_privilege_probes();
     match first_refused(conn, dialect, watermarks, &probes).await? {
         Some(message) => Err(anyhow!(message)),
         None => Ok(()),
@@ -217,7 +217,7 @@ pub async fn for_contract(
 /// The right to change `table` (unquoted, maybe `schema.name`) that this session lacks, as a
 /// "permission denied: … missing: GRANT …" message, or None when it has it (or the engine has
 /// no privileges). Probed without changing anything, as
-/// [`crate::dialect::SqlDialect::ddl_privilege_probe`] says (PostgreSQL: membership in the
+/// [`crate::dialect::Catalog::ddl_privilege_probe`] says (PostgreSQL: membership in the
 /// owning role; MySQL/MariaDB: statements refused either way), each statement's lock wait
 /// bounded by `lock_timeout`. The contract's dry run prints the message as a note; `--execute`
 /// stops on it before writing anything (issue 13: no archive, no final audit without it).
@@ -230,7 +230,7 @@ pub async fn missing_ddl_right(
     drop_table: bool,
     lock_timeout: std::time::Duration,
 ) -> Result<Option<String>> {
-    let Some(probe) = dialect.ddl_privilege_probe(table, drop_table) else {
+    let Some(probe) = dialect.catalog().ddl_privilege_probe(table, drop_table) else {
         return Ok(None);
     };
     match probe {

@@ -31,10 +31,10 @@ pub fn create_database_sql(admin: &Dsn, name: &str) -> Result<String> {
 fn server_sql(
     admin: &Dsn,
     name: &str,
-    make: impl Fn(&dyn crate::dialect::SqlDialect, &str) -> Option<String>,
+    make: impl Fn(&dyn crate::dialect::Admin, &str) -> Option<String>,
 ) -> Result<String> {
     let quoted = admin.dialect.quote_part(name);
-    match make(admin.dialect.sql(), &quoted) {
+    match make(admin.dialect.admin(), &quoted) {
         Some(sql) => Ok(sql),
         None => bail!("{admin}: SQLite has no server databases to create or drop"),
     }

@@ -1,6 +1,6 @@
 //! Transactions as the stages open them: a consistent read snapshot per batch and short write
-//! transactions. The statements that open them are the dialect's (`begin_snapshot_sql()` and
-//! `begin_write_sql()` of [`crate::dialect::SqlDialect`]).
+//! transactions. The statements that open them are the dialect's ([`crate::dialect::Sessions::begin_snapshot_sql`]
+//! and [`crate::dialect::Sessions::begin_write_sql`]).
 
 use anyhow::Result;
 use sqlx::AnyConnection;
@@ -13,7 +13,7 @@ use crate::dialect::Dialect;
 ///
 /// Errors (exit 3): the database refuses to open the transaction.
 pub async fn begin_snapshot(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
-    for sql in dialect.begin_snapshot_sql() {
+    for sql in dialect.sessions().begin_snapshot_sql() {
         sqlx::raw_sql(sql).execute(&mut *conn).await?;
     }
     Ok(())
@@ -24,7 +24,7 @@ pub async fn begin_snapshot(conn: &mut AnyConnection, dialect: Dialect) -> Resul
 ///
 /// Errors (exit 3): the database refuses, e.g. a lock wait that gave up.
 pub async fn begin_write(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
-    sqlx::raw_sql(dialect.begin_write_sql())
+    sqlx::raw_sql(dialect.sessions().begin_write_sql())
         .execute(&mut *conn)
         .await?;
     Ok(())

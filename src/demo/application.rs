@@ -38,7 +38,7 @@ pub(super) async fn dual_write(conn: &mut AnyConnection, dialect: Dialect) -> Re
     let base: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(conv_id), 0) FROM members")
         .fetch_one(&mut *conn)
         .await?;
-    let upsert = dialect.demo_watermark_upsert();
+    let upsert = dialect.admin().demo_watermark_upsert();
     let mut plan: Vec<Option<&str>> = Vec::new();
     for (class, n) in DUAL_WRITE_FAULTS {
         plan.extend(std::iter::repeat_n(Some(*class), *n as usize));
@@ -138,7 +138,7 @@ async fn read(
 
 /// Opens a write transaction of the application.
 async fn begin(conn: &mut AnyConnection, dialect: Dialect) -> Result<()> {
-    conn.execute(dialect.demo_begin_write()).await?;
+    conn.execute(dialect.admin().demo_begin_write()).await?;
     Ok(())
 }
 

@@ -55,7 +55,7 @@ pub(super) async fn own_copy(
     dir: &Path,
     stem: &str,
 ) -> Result<(AnyConnection, Dsn)> {
-    if !dsn.dialect.demo_database_is_file() {
+    if !dsn.dialect.admin().demo_database_is_file() {
         writeln!(
             out,
             "(on a server the demo's database is its own: the contract runs on it)"

@@ -104,7 +104,7 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
     let archive = dir.join(format!("{stem}-archive.csv"));
     let final_audit = dir.join(format!("{stem}-final-audit.csv"));
     let mut conn = dsn.connect().await?;
-    if !dsn.dialect.demo_database_is_file() {
+    if !dsn.dialect.admin().demo_database_is_file() {
         reset_server_database(&mut conn, dsn.dialect).await?;
     }
 
@@ -158,14 +158,14 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
         &final_audit,
     ];
     let copy_db = dir.join(format!("{stem}-copy.db"));
-    if dsn.dialect.demo_database_is_file() {
+    if dsn.dialect.admin().demo_database_is_file() {
         files.insert(0, &opts.path);
         files.push(&copy_db);
     }
     writeln!(
         out,
         "This run writes, replacing them if a run {} left them: {}",
-        if dsn.dialect.demo_database_is_file() {
+        if dsn.dialect.admin().demo_database_is_file() {
             "with the same --path"
         } else {
             "on a database of the same name"
@@ -295,7 +295,7 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
         started.elapsed().as_secs_f64(),
         report_path.display(),
     )?;
-    if dsn.dialect.demo_database_is_file() {
+    if dsn.dialect.admin().demo_database_is_file() {
         // The contract ran on the copy: the demo's own database keeps its counter.
         writeln!(
             out,

@@ -6,7 +6,7 @@ use minijinja::Environment;
 use serde::Serialize;
 use std::sync::OnceLock;
 
-use super::SqlContext;
+use super::context::SqlContext;
 
 /// The statement templates, by name. Each is a file under `sql/` compiled into the binary.
 const TEMPLATES: &[(&str, &str)] = &[

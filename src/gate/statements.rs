@@ -1,6 +1,6 @@
 //! The server's statement statistics (pg_stat_statements, performance_schema digests): does a
 //! statement still read or write the counter column? Where each engine keeps them is a
-//! method of [`crate::dialect::SqlDialect`].
+//! method of [`crate::dialect::Catalog`].
 
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
@@ -68,7 +68,7 @@ pub async fn statement_use(
     column: &str,
     mapping: &Mapping,
 ) -> StatementUse {
-    let source = match ctx.dialect.statement_statistics(conn).await {
+    let source = match ctx.dialect.catalog().statement_statistics(conn).await {
         Ok(source) => source,
         Err(reason) => return StatementUse::Unavailable { reason },
     };
@@ -87,6 +87,7 @@ pub async fn statement_use(
             return StatementUse::Unavailable {
                 reason: ctx
                     .dialect
+                    .catalog()
                     .statement_statistics_error(source, &db_message(&e)),
             }
         }

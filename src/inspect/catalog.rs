@@ -1,6 +1,6 @@
 //! What `inspect` reads from the catalog: tables and views, their columns with a type class,
-//! and their indexes. The queries are the dialect's ([`crate::dialect::SqlDialect`], section
-//! "inspect"); this module only turns their rows into a [`Catalog`].
+//! and their indexes. The queries and the type classes are the dialect's
+//! ([`crate::dialect::Catalog`]); this module only turns their rows into a [`Catalog`].
 
 use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Row};
@@ -9,70 +9,7 @@ use crate::dialect::Dialect;
 use crate::mapping::check_identifier;
 use crate::values::text;
 
-/// What a declared column type is, as far as a mapping cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TypeClass {
-    /// An integer type of any width (a position or a counter must be one).
-    Integer,
-    /// A boolean.
-    Boolean,
-    /// An exact decimal, a float or a real: a number that is not an integer type.
-    Decimal,
-    /// Text of any length.
-    Text,
-    /// A date, time or timestamp.
-    Timestamp,
-    /// Anything else (JSON, bytes, UUID, arrays…).
-    Other,
-}
-
-impl TypeClass {
-    /// The class of a server's type name (PostgreSQL's `format_type`, MySQL/MariaDB's
-    /// `COLUMN_TYPE`): the first word, without its `(…)` length, decides.
-    pub fn of_server_type(declared: &str) -> TypeClass {
-        let lower = declared.trim().to_ascii_lowercase();
-        let base = lower
-            .split(['(', ' '])
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        match base.as_str() {
-            "smallint" | "integer" | "int" | "bigint" | "int2" | "int4" | "int8" | "tinyint"
-            | "mediumint" | "serial" | "bigserial" | "smallserial" => TypeClass::Integer,
-            "boolean" | "bool" | "bit" => TypeClass::Boolean,
-            "numeric" | "decimal" | "real" | "double" | "float" | "float4" | "float8" => {
-                TypeClass::Decimal
-            }
-            "character" | "char" | "varchar" | "text" | "tinytext" | "mediumtext" | "longtext"
-            | "citext" | "name" | "enum" => TypeClass::Text,
-            "timestamp" | "timestamptz" | "datetime" | "date" | "time" => TypeClass::Timestamp,
-            _ => TypeClass::Other,
-        }
-    }
-
-    /// The class of a SQLite declared type, by SQLite's affinity rules (a type containing
-    /// `INT` is an integer, `CHAR`/`CLOB`/`TEXT` text, `REAL`/`FLOA`/`DOUB` a float), with
-    /// `BOOL` and date/time names recognised before them.
-    pub fn of_sqlite_type(declared: &str) -> TypeClass {
-        let upper = declared.to_ascii_uppercase();
-        if upper.contains("BOOL") {
-            TypeClass::Boolean
-        } else if upper.contains("INT") {
-            TypeClass::Integer
-        } else if ["CHAR", "CLOB", "TEXT"].iter().any(|t| upper.contains(t)) {
-            TypeClass::Text
-        } else if ["REAL", "FLOA", "DOUB", "NUMERIC", "DECIMAL"]
-            .iter()
-            .any(|t| upper.contains(t))
-        {
-            TypeClass::Decimal
-        } else if ["DATE", "TIME"].iter().any(|t| upper.contains(t)) {
-            TypeClass::Timestamp
-        } else {
-            TypeClass::Other
-        }
-    }
-}
+pub use crate::dialect::TypeClass;
 
 /// One column.
 #[derive(Debug, Clone)]
@@ -169,7 +106,7 @@ fn is_tidemarks_own(table: &str, is_view: bool) -> bool {
 ///
 /// Errors (exit 3): a catalog query fails.
 pub async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Catalog> {
-    let rows = sqlx::raw_sql(dialect.inspect_columns_query())
+    let rows = sqlx::raw_sql(dialect.catalog().inspect_columns_query())
         .fetch_all(&mut *conn)
         .await
         .context("reading the catalog's columns")?;
@@ -206,12 +143,12 @@ pub async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Catalog>
             continue;
         }
         table.columns.push(Column {
-            class: dialect.inspect_type_class(&declared),
+            class: dialect.catalog().type_class(&declared),
             name: column,
             declared,
         });
     }
-    let rows = sqlx::raw_sql(dialect.inspect_indexes_query())
+    let rows = sqlx::raw_sql(dialect.catalog().inspect_indexes_query())
         .fetch_all(&mut *conn)
         .await
         .context("reading the catalog's indexes")?;
@@ -241,37 +178,4 @@ pub async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Catalog>
         }
     }
     Ok(catalog)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TypeClass;
-
-    #[test]
-    fn type_classes() {
-        assert_eq!(TypeClass::of_server_type("bigint"), TypeClass::Integer);
-        assert_eq!(TypeClass::of_server_type("int(11)"), TypeClass::Integer);
-        assert_eq!(
-            TypeClass::of_server_type("bigint(20) unsigned"),
-            TypeClass::Integer
-        );
-        assert_eq!(
-            TypeClass::of_server_type("character varying(64)"),
-            TypeClass::Text
-        );
-        assert_eq!(
-            TypeClass::of_server_type("timestamp with time zone"),
-            TypeClass::Timestamp
-        );
-        assert_eq!(
-            TypeClass::of_server_type("numeric(10,2)"),
-            TypeClass::Decimal
-        );
-        assert_eq!(TypeClass::of_server_type("point"), TypeClass::Other);
-        assert_eq!(TypeClass::of_sqlite_type("BIGINT"), TypeClass::Integer);
-        assert_eq!(TypeClass::of_sqlite_type("VARCHAR(64)"), TypeClass::Text);
-        assert_eq!(TypeClass::of_sqlite_type("BOOL"), TypeClass::Boolean);
-        assert_eq!(TypeClass::of_sqlite_type("REAL"), TypeClass::Decimal);
-        assert_eq!(TypeClass::of_sqlite_type("TIMESTAMP"), TypeClass::Timestamp);
-    }
 }

@@ -69,7 +69,7 @@ pub async fn start(
 /// (SQLite's busy handler is not fair under a steady writer). Returns whether to try again.
 async fn retry_lock_wait(error: &anyhow::Error, attempt: &mut u32) -> bool {
     *attempt += 1;
-    if *attempt >= LEDGER_TRIES || !crate::dialect::runner_lock::error_is_lock_wait(error) {
+    if *attempt >= LEDGER_TRIES || !crate::dialect::Dialect::error_is_lock_wait(error) {
         return false;
     }
     tokio::time::sleep(std::time::Duration::from_millis(100 << *attempt)).await;

@@ -1,6 +1,6 @@
 //! Stage 1, expand: the versioned migrations that create the watermark table and tidemark's
 //! ledger, applied with refinery through [`crate::migrate::SqlxMigrator`]. The migration files
-//! are the dialect's (`migrations()` of [`crate::dialect::SqlDialect`], `migrations/<dialect>/`).
+//! are the dialect's ([`crate::dialect::Spelling::migrations`], `migrations/<dialect>/`).
 
 use anyhow::{Context, Result};
 use refinery_core::{Migration, Runner};
@@ -106,7 +106,7 @@ pub async fn run(
     let runner = runner.set_abort_divergent(true).set_abort_missing(true);
     let mut target = SqlxMigrator {
         conn,
-        transactional_ddl: dialect.transactional_ddl(),
+        transactional_ddl: dialect.sessions().transactional_ddl(),
     };
     runner
         .run_async(&mut target)

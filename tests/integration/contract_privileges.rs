@@ -76,7 +76,7 @@ async fn contract_without_alter_is_refused_before_the_archive(backend: Backend) 
         // On a Galera node the runner lock is a row of tidemark_lock, created on first use:
         // by the admin here, the user then needs only to write its rows (README).
         let mut conn = f.connect().await;
-        if tidemark::dialect::galera::is_galera(&mut conn)
+        if tidemark::dialect::mysql::galera::is_galera(&mut conn)
             .await
             .unwrap()
         {

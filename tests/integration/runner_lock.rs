@@ -72,7 +72,7 @@ async fn lock_kind_and_heartbeat(backend: Backend) {
         // A Galera node (TIDEMARK_TEST_MYSQL_URL may name one) takes a lock row.
         Backend::Mysql => {
             let mut conn = db.connect().await;
-            let galera = tidemark::dialect::galera::is_galera(&mut conn)
+            let galera = tidemark::dialect::mysql::galera::is_galera(&mut conn)
                 .await
                 .unwrap();
             let _ = conn.close().await;

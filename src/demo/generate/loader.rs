@@ -91,7 +91,7 @@ impl Loader {
     pub(super) async fn drain(&mut self, conn: &mut AnyConnection) -> Result<()> {
         for (sql, rows) in std::mem::take(&mut self.ready) {
             if !self.open {
-                Self::exec(conn, self.dialect.generator_begin()).await?;
+                Self::exec(conn, self.dialect.admin().generator_begin()).await?;
                 self.open = true;
             }
             Self::exec(conn, &sql).await.with_context(|| {

@@ -229,7 +229,7 @@ pub async fn run(
         crate::report::check_destination(m)?;
     }
     crate::lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
-    for setting in dialect.audit_session() {
+    for setting in dialect.sessions().audit_session() {
         sqlx::query(setting).execute(&mut *conn).await?;
     }
     schema::preflight(conn, mapping, dialect).await?;

@@ -79,7 +79,7 @@ fn plan_vars(mapping: &Mapping, settle: &Settle, batch: Option<&Batch>) -> minij
 /// The statements one batch runs, in order, with their binds numbered: on an engine that
 /// writes and tallies in one statement (PostgreSQL) that statement alone; else the plan into
 /// the temporary table, the INSERT … SELECT from it and the tally of it (the table is dropped
-/// before and after: [`crate::dialect::SqlDialect::backfill_plan_drop_sql`]).
+/// before and after: [`crate::dialect::Sessions::backfill_plan_drop_sql`]).
 pub(super) fn write_statements(
     ctx: &SqlContext,
     mapping: &Mapping,
@@ -91,7 +91,7 @@ pub(super) fn write_statements(
         &render("backfill_write.sql", ctx, vars)?,
         ctx.dialect,
     )];
-    if ctx.dialect.backfill_plan_drop_sql().is_some() {
+    if ctx.dialect.sessions().backfill_plan_drop_sql().is_some() {
         let source = minijinja::context! { source => "tm_plan" };
         out.push(number(
             &render("upsert_watermarks.sql", ctx, source.clone())?,
@@ -177,11 +177,11 @@ pub(super) async fn run_batch(
         return add_tally(&row, batch, summary);
     };
     let statements = write_statements(ctx, mapping, settle, Some(batch))?;
-    for sql in dialect.backfill_write_begin_sql() {
+    for sql in dialect.sessions().backfill_write_begin_sql() {
         sqlx::raw_sql(sql).execute(&mut *conn).await?;
     }
     let result: Result<()> = async {
-        if let Some(drop) = dialect.backfill_plan_drop_sql() {
+        if let Some(drop) = dialect.sessions().backfill_plan_drop_sql() {
             sqlx::raw_sql(drop).execute(&mut *conn).await?;
         }
         let (last, before) = statements.split_last().expect("one statement at least");
@@ -199,7 +199,7 @@ pub(super) async fn run_batch(
             .await
             .context("writing watermarks")?;
         add_tally(&row, batch, summary)?;
-        if let Some(drop) = dialect.backfill_plan_drop_sql() {
+        if let Some(drop) = dialect.sessions().backfill_plan_drop_sql() {
             sqlx::raw_sql(drop).execute(&mut *conn).await?;
         }
         if record.count_changes {

@@ -181,7 +181,7 @@ pub async fn run(
 ) -> Result<BackfillSummary> {
     // Bound every lock wait first: even the preflight must not queue behind a long lock.
     lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
-    for setting in dialect.audit_session() {
+    for setting in dialect.sessions().audit_session() {
         sqlx::query(setting).execute(&mut *conn).await?;
     }
     schema::preflight(conn, mapping, dialect).await?;
@@ -535,7 +535,7 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
         Settle::Off
     };
     let statements = evidence::write_statements(&ctx, mapping, &settle, None)?;
-    let whats: Vec<&'static str> = match (dialect.backfill_plan_drop_sql(), statements.len()) {
+    let whats: Vec<&'static str> = match (dialect.sessions().backfill_plan_drop_sql(), statements.len()) {
         (None, _) => vec![match mapping.policy {
             EvidencePolicy::First => "write, one statement per batch at READ COMMITTED (one snapshot): each member's watermark chosen in the database (policy \"first\": the first evidence with a value wins), written forward-only, only the counts returned",
             EvidencePolicy::Highest => "write, one statement per batch at READ COMMITTED (one snapshot): each member's watermark chosen in the database (policy \"highest\": the highest position, timestamp or own message wins; the counter only fills a missing watermark), written forward-only, only the counts returned",

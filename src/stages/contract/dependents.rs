@@ -46,7 +46,7 @@ pub async fn dependents(
 ) -> Result<Vec<Dependent>> {
     let sql = render("contract_dependents.sql", ctx, minijinja::context! {})?;
     let mut q = sqlx::query(&sql);
-    for bind in ctx.dialect.table_columns_binds(table) {
+    for bind in ctx.dialect.catalog().table_columns_binds(table) {
         q = q.bind(bind);
     }
     let rows = q

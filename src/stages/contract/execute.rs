@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::archive::{archive_rows, checksum, write_csv};
 use super::{
-    ArchiveSummary, Checksum, ContractOptions, ContractOutcome, Keys, Plan, Step, Target,
-    ARCHIVE_TABLE, DEFAULT_AUDIT_REPORT,
+    ArchiveSummary, Checksum, ContractOptions, ContractOutcome, Keys, Target, ARCHIVE_TABLE,
+    DEFAULT_AUDIT_REPORT,
 };
-use crate::dialect::{render, Dialect, SqlContext};
+use crate::dialect::{render, Dialect, DropPlan, DropStep, SqlContext};
 use crate::error::{EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, db_message, Reason, Tolerance};
 use crate::ledger::records::{AuditOptionsRecord, Checked};
@@ -49,7 +49,7 @@ pub(super) async fn execute(
     mapping: &Mapping,
     ctx: &SqlContext,
     keys: &Keys,
-    plan: &Plan,
+    plan: &DropPlan,
     opts: &ContractOptions,
     contract_id: i64,
     verdict: &mut gate::Verdict,
@@ -251,7 +251,7 @@ pub(super) async fn run_plan(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     keys: &Keys,
-    plan: &Plan,
+    plan: &DropPlan,
     archived: &Checksum,
     target: &Target,
 ) -> Result<Vec<String>> {
@@ -259,14 +259,14 @@ pub(super) async fn run_plan(
     let result: Result<()> = async {
         for step in &plan.steps {
             match step {
-                Step::Sql(sql) => {
+                DropStep::Sql(sql) => {
                     sqlx::raw_sql(sql)
                         .execute(&mut *conn)
                         .await
                         .with_context(|| format!("running {sql}"))?;
                     ran.push(format!("{sql};"));
                 }
-                Step::Verify => {
+                DropStep::Verify => {
                     let now = checksum(conn, ctx, keys, "source", None).await?;
                     if &now != archived {
                         bail!(
@@ -275,19 +275,19 @@ pub(super) async fn run_plan(
                             target.column
                         );
                     }
-                    ran.extend(step.lines(target));
+                    ran.extend(step.lines(&target.drop_target()));
                 }
-                Step::ForeignKeyCheck(sql) => {
+                DropStep::ForeignKeyCheck(sql) => {
                     let rows = sqlx::query(sql).fetch_all(&mut *conn).await?;
                     if !rows.is_empty() {
                         bail!("{sql} found {} foreign key violation(s)", rows.len());
                     }
                     ran.push(format!("{sql};"));
                 }
-                Step::InstantOrDefault { instant, default } => {
+                DropStep::InstantOrDefault { instant, default } => {
                     match sqlx::raw_sql(instant).execute(&mut *conn).await {
                         Ok(_) => ran.push(format!("{instant};")),
-                        Err(e) if instant_refused(&e) => {
+                        Err(e) if ctx.dialect.ddl().instant_refused(&e) => {
                             sqlx::raw_sql(default)
                                 .execute(&mut *conn)
                                 .await
@@ -317,14 +317,6 @@ pub(super) async fn run_plan(
             Err(e)
         }
     }
-}
-
-/// MySQL/MariaDB refusing `ALGORITHM=INSTANT` for this table (1845, 1846).
-fn instant_refused(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .is_some_and(|c| c == "1845" || c == "1846")
-        || db_message(e).contains("ALGORITHM=INSTANT is not supported")
 }
 
 /// The gate's part of a contract run's evidence.

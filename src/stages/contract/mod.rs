@@ -28,7 +28,6 @@ mod dependents;
 mod execute;
 mod options;
 mod plan;
-mod sqlite_rebuild;
 mod state;
 mod targets;
 mod test_pause;
@@ -37,8 +36,7 @@ pub use archive::{ArchiveSummary, Checksum};
 pub use dependents::{dependents, Dependent};
 pub use execute::FinalAudit;
 pub use options::{check_options, ContractOptions, Hook};
-pub use plan::{instant_drop_supported, plan, Plan, Step};
-pub use sqlite_rebuild::{split_create_table, CreateTableParts};
+pub use plan::plan;
 use state::last_contract;
 pub use state::table_columns;
 pub use state::{dropped_by, verdict};
@@ -56,7 +54,7 @@ use crate::gate::{self, read_audits, statement_use};
 use crate::ledger::records::ContractOptionsRecord;
 use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::RunnerLock;
-use crate::mapping::{hex, Mapping, Shape};
+use crate::mapping::{Mapping, Shape};
 use crate::schema::{self, KeyKind};
 use crate::tables::LEDGER_TABLE;
 
@@ -313,7 +311,7 @@ pub async fn run(
             .await?,
         );
     }
-    let ddl = plan.lines(&target);
+    let ddl = plan.lines(&target.drop_target());
 
     // The gate.
     let statements = statement_use(conn, &ctx, &target.table, &target.column, mapping).await;
@@ -364,7 +362,7 @@ pub async fn run(
         opts.lock_timeout,
     )
     .await?;
-    let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
+    let lock_name = runner_lock_name(&mapping.fingerprint);
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(options_record(opts))?;
     let result = async {
@@ -485,7 +483,7 @@ fn conclude(
             detail: error
                 .chain()
                 .filter_map(|cause| cause.downcast_ref::<sqlx::Error>())
-                .find_map(|e| dialect.error_detail(e)),
+                .find_map(|e| dialect.ddl().error_detail(e)),
         });
         return Err(anyhow::Error::new(ContractFailed {
             outcome: Box::new(outcome),
@@ -495,23 +493,10 @@ fn conclude(
     Ok(outcome)
 }
 
-/// The runner lock's name: the mapping, and where named locks are server-wide (MySQL/MariaDB
-/// `GET_LOCK`, the dialect's `lock_namespace_query`), the database too (two
-/// databases of one server never block each other).
-async fn runner_lock_name(
-    conn: &mut AnyConnection,
-    dialect: Dialect,
-    fingerprint: &str,
-) -> Result<String> {
-    let mut name = format!("tidemark:contract:{}", &fingerprint[..16]);
-    if let Some(query) = dialect.lock_namespace_query() {
-        use sha2::{Digest, Sha256};
-        let row = sqlx::query(query).fetch_one(&mut *conn).await?;
-        let db = crate::values::text(&row, "name")?.unwrap_or_default();
-        name.push(':');
-        name.push_str(&hex(&Sha256::digest(db.as_bytes()))[..12]);
-    }
-    Ok(name)
+/// The runner lock's name of a contract on this mapping (the engine adds the database where
+/// its named locks are server-wide: [`crate::dialect::RunnerLocks::runner_lock_name`]).
+fn runner_lock_name(fingerprint: &str) -> String {
+    format!("tidemark:contract:{}", &fingerprint[..16])
 }
 
 /// What the mapping says is dropped (the table-of-its-own test is made later).

@@ -21,7 +21,7 @@ pub async fn table_columns(
 ) -> Result<Vec<String>> {
     let sql = render("contract_columns.sql", ctx, minijinja::context! {})?;
     let mut q = sqlx::query(&sql);
-    for bind in ctx.dialect.table_columns_binds(table) {
+    for bind in ctx.dialect.catalog().table_columns_binds(table) {
         q = q.bind(bind);
     }
     let rows = q.fetch_all(&mut *conn).await?;

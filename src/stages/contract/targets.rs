@@ -243,7 +243,7 @@ pub(super) async fn run(
                 format!("conversation, {}", p.keys.subject_col)
             }
         ));
-        ddl.extend(pl.lines(&p.target));
+        ddl.extend(pl.lines(&p.target.drop_target()));
         let found = dependents(conn, &p.ctx, &p.target.table, &p.target.column).await?;
         found_all.push((found, p.target.column.clone()));
         plans.push(Some(pl));
@@ -295,7 +295,7 @@ pub(super) async fn run(
         .map(|p| (p.target.table.as_str(), p.target.drop_table))
         .collect();
     crate::db::privileges::for_contract(conn, dialect, &ddl_targets, opts.lock_timeout).await?;
-    let lock_name = runner_lock_name(conn, dialect, &mapping.fingerprint).await?;
+    let lock_name = runner_lock_name(&mapping.fingerprint);
     let runner = RunnerLock::acquire(conn, dialect, &lock_name).await?;
     let options_json = serde_json::to_value(super::options_record(opts))?;
     let result = async {
@@ -357,7 +357,7 @@ async fn execute(
     dialect: Dialect,
     mapping: &Mapping,
     planned: &[Planned],
-    plans: &[Option<super::Plan>],
+    plans: &[Option<crate::dialect::DropPlan>],
     opts: &ContractOptions,
     contract_id: i64,
     resumed_from: Option<i64>,

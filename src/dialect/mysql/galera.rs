@@ -2,7 +2,7 @@
 //! two nodes would both take it), so the lock is a row in `tidemark_lock`, a replicated InnoDB
 //! table in the mapping's database (created on first use: `CREATE TABLE IF NOT EXISTS`), with
 //! the holder's pid, host and a heartbeat, like SQLite's lock row
-//! ([`super::sqlite`]). A row whose process is gone (same host) or whose heartbeat is older
+//! (`src/dialect/sqlite/locks.rs`). A row whose process is gone (same host) or whose heartbeat is older
 //! than [`STALE_MS`] is taken over.
 //!
 //! The row is read `FOR UPDATE` and written in one transaction: two runners on two nodes both
@@ -12,7 +12,8 @@
 use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 
-use super::runner_lock::{hostname, process_gone, BoxFuture, LockAttempt, LockKind};
+use crate::dialect::lock_support::{hostname, process_gone};
+use crate::dialect::types::{BoxFuture, LockAttempt, LockKind};
 use crate::values::{now_ms, text};
 
 /// A lock row whose heartbeat is older than this is stale: its runner is taken to be gone.
@@ -72,7 +73,9 @@ fn retried<'a>(conn: &'a mut AnyConnection, op: Op<'a>) -> BoxFuture<'a, Result<
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     let _ = raw(&mut *conn, "ROLLBACK").await;
-                    if attempt >= ATTEMPTS || !super::runner_lock::error_is_lock_wait(&e) {
+                    if attempt >= ATTEMPTS
+                        || !crate::dialect::handle::Dialect::error_is_lock_wait(&e)
+                    {
                         return Err(e);
                     }
                     let pause = 20 * u64::from(attempt) + u64::from(std::process::id() % 20);

@@ -1,0 +1,32 @@
+//! What the demo and the tests need of Mysql ([`Admin`]).
+
+use super::Mysql;
+use crate::dialect::traits::Admin;
+
+impl Admin for Mysql {
+    fn generator_begin(&self) -> &'static str {
+        "START TRANSACTION"
+    }
+
+    fn demo_begin_write(&self) -> &'static str {
+        "BEGIN"
+    }
+
+    fn demo_watermark_upsert(&self) -> &'static str {
+        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE last_read_id = GREATEST(last_read_id, VALUES(last_read_id))"
+    }
+
+    fn demo_database_is_file(&self) -> bool {
+        false
+    }
+
+    fn drop_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("DROP DATABASE IF EXISTS {quoted}"))
+    }
+
+    /// `CHARACTER SET utf8mb4`: the server default may be `latin1`.
+    fn create_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"))
+    }
+}

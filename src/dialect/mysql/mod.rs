@@ -1,0 +1,167 @@
+//! MySQL 8.0 or later and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then a lock row, [`galera`]): its operations, one file per job ([`crate::dialect::traits`]): SQL spelling
+//! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop) and `admin.rs`.
+
+use anyhow::Result;
+use std::time::Duration;
+
+use crate::dialect::traits::{Catalog, Sessions, Spelling};
+
+mod admin;
+mod catalog;
+mod ddl;
+pub mod galera;
+mod locks;
+
+/// MySQL 8.0 or later and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then a lock row, [`galera`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Mysql;
+
+impl Spelling for Mysql {
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn quote_part(&self, part: &str) -> String {
+        format!("`{part}`")
+    }
+
+    fn placeholder(&self, _n: usize) -> String {
+        "?".to_string()
+    }
+
+    fn int_cast(&self) -> &'static str {
+        "SIGNED"
+    }
+
+    fn greatest(&self) -> &'static str {
+        "GREATEST"
+    }
+
+    fn cte_materialized(&self) -> &'static str {
+        ""
+    }
+
+    /// A CHAR or VARCHAR as declared, with its character set and collation; any other text
+    /// type as `VARCHAR(255)` with the same attributes: a TEXT column cannot be part of a
+    /// MySQL primary key without a prefix length.
+    fn text_key_ddl(&self, declared: &str) -> String {
+        let (base, attributes) = self.split_type_attributes(declared);
+        let t = base.to_ascii_lowercase();
+        if t.starts_with("varchar") || t.starts_with("char") {
+            declared.to_string()
+        } else {
+            format!("VARCHAR(255){attributes}")
+        }
+    }
+
+    fn text_key_hash(&self) -> Result<&'static str> {
+        Ok("CRC32({col})")
+    }
+
+    fn seconds_ago(&self, secs: u64) -> String {
+        format!("(CURRENT_TIMESTAMP(6) - INTERVAL {secs} SECOND)")
+    }
+
+    fn migrations(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "V1__watermarks",
+                include_str!("../../../migrations/mysql/V1__watermarks.sql"),
+            ),
+            (
+                "V2__ledger",
+                include_str!("../../../migrations/mysql/V2__ledger.sql"),
+            ),
+            (
+                "V3__counter_archive",
+                include_str!("../../../migrations/mysql/V3__counter_archive.sql"),
+            ),
+            (
+                "V4__drift_rows",
+                include_str!("../../../migrations/mysql/V4__drift_rows.sql"),
+            ),
+        ]
+    }
+
+    fn index_name(&self, _schema: Option<&str>, index: &str) -> String {
+        self.quote(index)
+    }
+
+    fn returning_id(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn last_insert_id(&self) -> Option<&'static str> {
+        Some("SELECT CAST(LAST_INSERT_ID() AS SIGNED)")
+    }
+
+    fn exact_decimal(&self) -> Option<&'static str> {
+        Some("DECIMAL(65,0)")
+    }
+
+    fn text_type(&self) -> &'static str {
+        "CHAR"
+    }
+
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
+        format!("ALTER TABLE {table} MODIFY COLUMN {column} BIGINT;  -- keep its NULL / NOT NULL")
+    }
+
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::MySqlDialect {}
+    }
+}
+
+impl Sessions for Mysql {
+    fn begin_snapshot_sql(&self) -> &'static [&'static str] {
+        &[
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+        ]
+    }
+
+    fn begin_write_sql(&self) -> &'static str {
+        "START TRANSACTION"
+    }
+
+    /// `innodb_lock_wait_timeout` (row locks) and `lock_wait_timeout` (metadata locks), in
+    /// whole seconds, at least 1.
+    fn lock_timeout_sql(&self, timeout: Duration) -> Vec<String> {
+        let secs = timeout.as_secs().max(1);
+        vec![
+            format!("SET SESSION innodb_lock_wait_timeout = {secs}"),
+            format!("SET SESSION lock_wait_timeout = {secs}"),
+        ]
+    }
+
+    fn lock_wait_codes(&self) -> &'static [&'static str] {
+        // The driver reports SQLSTATEs, not MySQL's error numbers: 1205 (lock wait timeout)
+        // and 1213 (deadlock) are recognised by their messages.
+        &[]
+    }
+
+    fn lock_wait_messages(&self) -> &'static [&'static str] {
+        &["lock wait timeout", "deadlock"]
+    }
+
+    fn transactional_ddl(&self) -> bool {
+        false
+    }
+
+    fn audit_session(&self) -> &'static [&'static str] {
+        // MariaDB (>= 10.3, in an executable comment MySQL skips) may otherwise compute the
+        // per-conversation lowest threshold as a LATERAL DERIVED table once per message.
+        &["SET @tidemark_audit = 1 /*M!100300 , SESSION optimizer_switch = 'split_materialized=off' */"]
+    }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &[
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "START TRANSACTION",
+        ]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        Some("DROP TEMPORARY TABLE IF EXISTS tm_plan")
+    }
+}

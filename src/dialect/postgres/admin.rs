@@ -1,0 +1,32 @@
+//! What the demo and the tests need of Postgres ([`Admin`]).
+
+use super::Postgres;
+use crate::dialect::traits::Admin;
+
+impl Admin for Postgres {
+    fn generator_begin(&self) -> &'static str {
+        "BEGIN"
+    }
+
+    fn demo_begin_write(&self) -> &'static str {
+        "BEGIN"
+    }
+
+    fn demo_watermark_upsert(&self) -> &'static str {
+        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ($1, $2, $3) \
+             ON CONFLICT (user_id, conversation_id) DO UPDATE SET last_read_id = GREATEST(read_watermarks.last_read_id, EXCLUDED.last_read_id)"
+    }
+
+    fn demo_database_is_file(&self) -> bool {
+        false
+    }
+
+    /// `WITH (FORCE)` (PostgreSQL 13 and later) drops it even while connections remain open.
+    fn drop_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"))
+    }
+
+    fn create_database_sql(&self, quoted: &str) -> Option<String> {
+        Some(format!("CREATE DATABASE {quoted}"))
+    }
+}

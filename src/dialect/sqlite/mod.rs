@@ -1,0 +1,146 @@
+//! SQLite 3.35 or later (the bundled library): its operations, one file per job ([`crate::dialect::traits`]): SQL spelling
+//! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop) and `admin.rs`.
+
+use anyhow::Result;
+use std::time::Duration;
+
+use crate::dialect::traits::{Sessions, Spelling};
+
+mod admin;
+mod catalog;
+mod ddl;
+mod locks;
+
+/// SQLite 3.35 or later (the bundled library).
+#[derive(Debug, Clone, Copy)]
+pub struct Sqlite;
+
+impl Spelling for Sqlite {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn quote_part(&self, part: &str) -> String {
+        format!("\"{part}\"")
+    }
+
+    fn placeholder(&self, _n: usize) -> String {
+        "?".to_string()
+    }
+
+    fn int_cast(&self) -> &'static str {
+        "INTEGER"
+    }
+
+    fn greatest(&self) -> &'static str {
+        "MAX"
+    }
+
+    fn cte_materialized(&self) -> &'static str {
+        "MATERIALIZED"
+    }
+
+    /// `TEXT`: SQLite's type affinity, whatever the declared length.
+    fn text_key_ddl(&self, _declared: &str) -> String {
+        "TEXT".into()
+    }
+
+    fn text_key_hash(&self) -> Result<&'static str> {
+        Err(crate::error::input_error(
+            "--sample needs integer conversation keys on SQLite (SQLite has no built-in hash for text keys)",
+        ))
+    }
+
+    fn seconds_ago(&self, secs: u64) -> String {
+        format!("datetime('now', '-{secs} seconds')")
+    }
+
+    fn migrations(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "V1__watermarks",
+                include_str!("../../../migrations/sqlite/V1__watermarks.sql"),
+            ),
+            (
+                "V2__ledger",
+                include_str!("../../../migrations/sqlite/V2__ledger.sql"),
+            ),
+            (
+                "V3__counter_archive",
+                include_str!("../../../migrations/sqlite/V3__counter_archive.sql"),
+            ),
+            (
+                "V4__drift_rows",
+                include_str!("../../../migrations/sqlite/V4__drift_rows.sql"),
+            ),
+        ]
+    }
+
+    /// `"schema"."index"`: SQLite creates an index in the schema its name gives, which must be
+    /// its table's.
+    fn index_name(&self, schema: Option<&str>, index: &str) -> String {
+        match schema {
+            Some(schema) => format!("{}.{}", self.quote(schema), self.quote(index)),
+            None => self.quote(index),
+        }
+    }
+
+    fn exact_decimal(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
+        // SQLite cannot change a column's type in place: a new column, filled, mapped instead.
+        format!(
+            "ALTER TABLE {table} ADD COLUMN {c} INTEGER; UPDATE {table} SET {c} = CAST({column} AS INTEGER);  -- then map {c}",
+            c = self.quote(&format!("{}_int", column.trim_matches('\"')))
+        )
+    }
+
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
+        &sqlparser::dialect::SQLiteDialect {}
+    }
+}
+
+impl Sessions for Sqlite {
+    /// A deferred transaction: SQLite is serializable by design.
+    fn begin_snapshot_sql(&self) -> &'static [&'static str] {
+        &["BEGIN"]
+    }
+
+    /// `BEGIN IMMEDIATE`: takes the write lock at once rather than failing to upgrade a read
+    /// lock later.
+    fn begin_write_sql(&self) -> &'static str {
+        "BEGIN IMMEDIATE"
+    }
+
+    fn lock_timeout_sql(&self, timeout: Duration) -> Vec<String> {
+        let ms = timeout.as_millis().max(1);
+        vec![format!("PRAGMA busy_timeout = {ms}")]
+    }
+
+    fn lock_wait_codes(&self) -> &'static [&'static str] {
+        // SQLITE_BUSY, SQLITE_LOCKED and their extended codes BUSY_RECOVERY, LOCKED_SHAREDCACHE.
+        &["5", "6", "261", "517"]
+    }
+
+    fn lock_wait_messages(&self) -> &'static [&'static str] {
+        &["database is locked", "database table is locked"]
+    }
+
+    fn transactional_ddl(&self) -> bool {
+        true
+    }
+
+    fn audit_session(&self) -> &'static [&'static str] {
+        &["PRAGMA temp_store = MEMORY"]
+    }
+
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str] {
+        &["BEGIN IMMEDIATE"]
+    }
+
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
+        Some("DROP TABLE IF EXISTS temp.tm_plan")
+    }
+}

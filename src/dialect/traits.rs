@@ -1,0 +1,396 @@
+//! The engines' operations, one small trait per job: SQL rendering ([`Spelling`]), sessions and
+//! transactions ([`Sessions`]), the runner lock ([`RunnerLocks`]), catalog reading
+//! ([`Catalog`]), the contract's drop ([`ColumnDrop`]) and what only the demo and the tests
+//! need ([`Admin`]). Each engine implements every trait in its own folder
+//! (`src/dialect/<engine>/`); [`super::handle::Dialect`] hands out the one a caller needs, so
+//! that stages ask an engine for an operation and never branch on which engine it is.
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+use std::time::Duration;
+
+use super::types::{
+    BoxFuture, DdlProbe, DropPlan, DropTarget, LockAttempt, LockKind, RefusedProbe, TypeClass,
+};
+
+/// SQL rendering: how this engine spells what the templates and the stages write (quoting,
+/// placeholders, casts, type names, its migrations). Pure: no method talks to the database.
+/// [`super::handle::Dialect`] dereferences to it.
+pub trait Spelling: Sync + std::fmt::Debug {
+    /// The folder under `sql/` and `migrations/`: `postgres`, `mysql` or `sqlite`.
+    fn name(&self) -> &'static str;
+
+    /// Quotes one identifier part (no dots). Identifiers were validated by
+    /// [`crate::mapping::check_identifier`], so they hold no quote characters.
+    fn quote_part(&self, part: &str) -> String;
+
+    /// The `n`-th (1-based) bind placeholder: `$n` on PostgreSQL, `?` elsewhere.
+    fn placeholder(&self, n: usize) -> String;
+
+    /// The type name for `CAST(x AS …)` to a 64-bit integer.
+    fn int_cast(&self) -> &'static str;
+
+    /// The two-argument maximum: `GREATEST` (PostgreSQL, MySQL) or SQLite's scalar `MAX`.
+    fn greatest(&self) -> &'static str;
+
+    /// `MATERIALIZED` where the engine accepts it on a CTE (an optimisation fence), else empty.
+    fn cte_materialized(&self) -> &'static str;
+
+    /// The SQL type of an exact decimal for sums of counters (None: the engine's integers
+    /// are summed exactly as they are, SQLite).
+    fn exact_decimal(&self) -> Option<&'static str>;
+
+    /// The SQL type of `CAST(x AS …)` to text.
+    fn text_type(&self) -> &'static str {
+        "TEXT"
+    }
+
+    /// An expression for the time `secs` seconds ago, comparable with the engine's timestamp
+    /// columns (`--min-age` on a timestamp `created_at`).
+    fn seconds_ago(&self, secs: u64) -> String;
+
+    /// An integer expression over `{col}` that hashes a text key, for `--sample`.
+    ///
+    /// Errors (exit 2): the engine has no built-in hash for text.
+    fn text_key_hash(&self) -> Result<&'static str>;
+
+    /// The watermark table's DDL type for a text key column declared as `declared` (as
+    /// `column_type.sql` returns it): the key must compare as the legacy key does.
+    fn text_key_ddl(&self, declared: &str) -> String;
+
+    /// The name to create an index `index` under, for a table in `schema` (None: the default
+    /// one), quoted. SQLite names the index with the table's schema; the servers put an index
+    /// in its table's schema by themselves.
+    fn index_name(&self, schema: Option<&str>, index: &str) -> String;
+
+    /// The clause appended to an `INSERT` to get the new row's `id` back (`RETURNING id`), or
+    /// None where the engine has none and [`Self::last_insert_id`] reads it afterwards.
+    fn returning_id(&self) -> Option<&'static str> {
+        Some("RETURNING id")
+    }
+
+    /// The query that reads the id of the row the connection inserted last (one BIGINT
+    /// column), where [`Self::returning_id`] is None.
+    fn last_insert_id(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The migration files under `migrations/<dialect>/`, in version order: (refinery name,
+    /// template). The templates see `wm`, `wm_table`, `wm_index`, `user_type`, `conv_type`.
+    fn migrations(&self) -> &'static [(&'static str, &'static str)];
+
+    /// sqlparser-rs's dialect for this engine: what the mapping's predicates are parsed with
+    /// before any statement runs ([`crate::mapping::Mapping::check_predicates`]).
+    fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect;
+
+    /// The statement(s) that give `column` of `table` (both quoted) a 64-bit integer type,
+    /// for `inspect`'s warning about a counter or position that is not an integer.
+    fn inspect_integer_fix(&self, table: &str, column: &str) -> String;
+
+    /// Quotes one identifier, or a `schema.table` pair part by part.
+    fn quote(&self, ident: &str) -> String {
+        ident
+            .split('.')
+            .map(|part| self.quote_part(part))
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+/// Sessions and transactions: the statements that set a connection up, open the stages'
+/// transactions, bound their lock waits, and what a lock-wait error looks like.
+pub trait Sessions: Sync {
+    /// Statements run once on every new connection ([`crate::db::Dsn::connect`]); a failure
+    /// is ignored (a setting an older server does not know). Empty where nothing is needed.
+    fn session_setup_sql(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The statements, in order, that open a read transaction whose statements all see one
+    /// consistent snapshot (seed 000 §2: a message that arrives during a batch is never
+    /// marked read by it). Used by [`crate::db::tx::begin_snapshot`].
+    fn begin_snapshot_sql(&self) -> &'static [&'static str];
+
+    /// The statement that opens a short write transaction ([`crate::db::tx::begin_write`]).
+    fn begin_write_sql(&self) -> &'static str;
+
+    /// The statements that bound every lock wait of this session to `timeout`, so that the
+    /// tool, not the application, loses a lock wait ([`crate::lock::set_lock_timeout`]).
+    fn lock_timeout_sql(&self, timeout: Duration) -> Vec<String>;
+
+    /// Error codes, as the driver reports them (SQLSTATE, or the engine's result code), of a
+    /// lock wait that gave up, a deadlock or a serialization failure: worth a retry after a
+    /// pause ([`crate::lock::is_lock_wait`]).
+    fn lock_wait_codes(&self) -> &'static [&'static str];
+
+    /// Lower-case fragments of error messages with the same meaning as
+    /// [`Self::lock_wait_codes`] (for errors whose code the driver does not pass on).
+    fn lock_wait_messages(&self) -> &'static [&'static str];
+
+    /// Whether DDL is transactional: then a migration and its history row commit together.
+    /// (MySQL commits DDL implicitly, so a transaction there would mislead.)
+    fn transactional_ddl(&self) -> bool;
+
+    /// Session settings (each one statement) run on the connection before the one-pass audit
+    /// statement runs on it (the audit, and the backfill's change count). SQLite:
+    /// `PRAGMA temp_store = MEMORY`, since the window sort otherwise spills to temporary files
+    /// (issue 11: 10.9 s on disk against 2.4 s in memory on the standard data). MariaDB:
+    /// `split_materialized=off`, so the lowest threshold per conversation is computed once, not
+    /// as a LATERAL DERIVED table per message. Empty where the engine needs nothing.
+    fn audit_session(&self) -> &'static [&'static str];
+
+    /// The statements that open a backfill batch's write transaction (issue 11: the plan,
+    /// the forward-only write and the tally, with the checkpoint). PostgreSQL: `BEGIN` at
+    /// READ COMMITTED (the batch is one statement, which sees one snapshot; ON CONFLICT then
+    /// updates a row the application wrote meanwhile rather than failing). MySQL/MariaDB:
+    /// READ COMMITTED, so that InnoDB reads the sources of `CREATE … SELECT` as a consistent
+    /// snapshot without the shared next-key locks REPEATABLE READ takes on every row read.
+    /// SQLite: `BEGIN IMMEDIATE` (the write lock from the start).
+    fn backfill_write_begin_sql(&self) -> &'static [&'static str];
+
+    /// Where a backfill batch's plan lives between its write and its tally: None when the
+    /// engine writes and tallies in one statement (`sql/<dialect>/backfill_write.sql`, a
+    /// data-modifying CTE: PostgreSQL); else the statement that drops the temporary table
+    /// `tm_plan` that `backfill_write.sql` creates (run before it, for a batch that failed
+    /// half-way, and after the commit).
+    fn backfill_plan_drop_sql(&self) -> Option<&'static str>;
+}
+
+/// The runner lock: one tidemark per mapping and stage at a time (a PostgreSQL advisory lock, a
+/// MySQL/MariaDB named lock or a Galera lock row, a SQLite lock row). [`crate::lock::RunnerLock`]
+/// is the handle the stages hold.
+pub trait RunnerLocks: Sync {
+    /// The runner lock's name on the server for tidemark's name `name` (e.g.
+    /// `tidemark:backfill:<fingerprint prefix>`): the same name where locks are per database.
+    ///
+    /// Errors (exit 3): the database cannot be asked.
+    fn runner_lock_name<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<String>> {
+        let name = name.to_string();
+        Box::pin(async move { Ok(name) })
+    }
+
+    /// Tries once, without waiting, to take the runner lock `name` (as
+    /// [`Self::runner_lock_name`] returned it) for this session; a lock taken says its
+    /// [`LockKind`], which the heartbeat and the release are then given.
+    ///
+    /// Errors (exit 3): the database fails (not: the lock is held, that is
+    /// [`LockAttempt::Held`]).
+    fn try_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<LockAttempt>>;
+
+    /// Tells the other runners that the holder of `name` (a lock of `kind`) is alive: a lock
+    /// row's heartbeat; nothing, and no statement, for a [`LockKind::Session`] lock.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn refresh_runner_lock<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _name: &'a str,
+        _kind: LockKind,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Releases the runner lock `name` (of `kind`) this session holds.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn release_runner_lock<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+        kind: LockKind,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// Whether some runner holds the lock `name` now (for `status`); takes nothing.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn runner_lock_held<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<bool>>;
+}
+
+/// Reading the catalog: column and expression types (one classifier, [`Self::type_class`], for
+/// `inspect`, the preflight and the key types), tables and views, privileges, statement
+/// statistics, and the catalog queries `inspect` runs.
+pub trait Catalog: Sync {
+    /// The type of the SQL expression `expr` (the mapping's `[counter] value`) over the rows
+    /// `from` (`<table> this [LEFT JOIN …] WHERE (<rows>)`, already known to resolve), named
+    /// as this engine names types (for [`crate::column_types::family`]), or None when it
+    /// cannot tell (a NULL literal; SQLite: no value that is not an integer).
+    /// PostgreSQL and MySQL/MariaDB read no row: `pg_typeof` over a zero-row subquery, and the
+    /// result set's column type of a zero-row `SELECT`. SQLite has no declared type for an
+    /// expression (its values carry their own): the type of the first value that is not an
+    /// integer or NULL (`typeof`), which reads the rows until it finds one.
+    ///
+    /// Errors (exit 3): the database fails.
+    fn expression_type<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        expr: &'a str,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// The bind values, in order, that name `table` (`name` or `schema.name`, unquoted) in
+    /// the catalog queries `sql/<dialect>/column_type.sql` (followed by the column name) and
+    /// `sql/<dialect>/contract_columns.sql`.
+    fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>>;
+
+    /// A query answering one integer, above 0 when `table` (unquoted, maybe `schema.name`) is
+    /// a view, with its bind values in order ([`crate::schema::is_view`]).
+    fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>);
+
+    /// Splits a declared column type as `column_type.sql` returns it into the type and the
+    /// attributes the engine appends (MySQL: ` CHARACTER SET … COLLATE …`; empty elsewhere).
+    fn split_type_attributes<'a>(&self, declared: &'a str) -> (&'a str, &'a str) {
+        (declared, "")
+    }
+
+    /// The bind values of `contract_columns.sql` for `table` (as the mapping names it,
+    /// possibly `schema.table`), in order.
+    fn table_columns_binds(&self, table: &str) -> Vec<Option<String>>;
+
+    /// The query of the session's user as the database knows it (one text column), or None
+    /// where the database has no users or privileges (SQLite): then
+    /// [`crate::db::privileges`] checks nothing.
+    fn current_user_sql(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// `user` (as [`Self::current_user_sql`] returned it) as the grantee of a GRANT
+    /// statement.
+    fn grantee(&self, user: &str) -> String {
+        user.to_string()
+    }
+
+    /// How `contract` probes, before it writes anything, the right to change `table`
+    /// (unquoted, maybe `schema.name`): ALTER, and with `drop_table` also DROP, without
+    /// changing it ([`crate::db::privileges::missing_ddl_right`]). None where the engine has
+    /// no privileges (SQLite).
+    fn ddl_privilege_probe(&self, _table: &str, _drop_table: bool) -> Option<DdlProbe> {
+        None
+    }
+
+    /// What `backfill` needs beyond write on the watermark table and the ledger, probed the
+    /// same way before it writes anything: MySQL/MariaDB plan each batch into a temporary
+    /// table (`sql/mysql/backfill_write.sql`), which needs CREATE TEMPORARY TABLES. Empty
+    /// where nothing else is needed (PostgreSQL plans in one statement; SQLite has no
+    /// privileges).
+    fn backfill_privilege_probes(&self) -> Vec<RefusedProbe> {
+        Vec::new()
+    }
+
+    /// Whether the server keeps statement statistics tidemark can read: `Ok(source)` (the
+    /// view `contract_statements.sql` reads), or `Err(reason)` in words. Never fails otherwise.
+    fn statement_statistics<'a>(
+        &'a self,
+        conn: &'a mut sqlx::AnyConnection,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<&'static str, String>> + Send + 'a>,
+    >;
+
+    /// Why reading the statement statistics from `source` failed with `message`, in words.
+    fn statement_statistics_error(&self, source: &str, message: &str) -> String {
+        format!("cannot read {source}: {message}")
+    }
+
+    /// The query listing every column of every table and view `inspect` may map, one row per
+    /// column: schema (text, empty for the connection's default schema), table name (text),
+    /// `table` or `view` (text), column name (text), declared type (text), ordinal (BIGINT),
+    /// ordered by schema, table and ordinal ([`crate::inspect::catalog`]).
+    fn inspect_columns_query(&self) -> &'static str;
+
+    /// The query listing the columns of every index (the primary key included), one row per
+    /// indexed column: schema (text, empty for the default one), table, index name (text),
+    /// unique (BIGINT 0/1), partial (BIGINT 0/1), position in the index (BIGINT, from 1),
+    /// column name (text, NULL for an expression), ordered by schema, table, index, position.
+    fn inspect_indexes_query(&self) -> &'static str;
+    /// The class of a declared column type as this engine's catalog spells it (as
+    /// `sql/<dialect>/column_type.sql`, [`Self::inspect_columns_query`] and
+    /// [`Self::expression_type`] return it): the one classifier of types in tidemark.
+    fn type_class(&self, declared: &str) -> TypeClass {
+        TypeClass::of_server_type(self.split_type_attributes(declared).0)
+    }
+
+    /// Whether the engine keeps dates in text columns by design (SQLite: ISO-8601 text is its
+    /// documented date form, "Date And Time Functions"), so a text column may hold a time.
+    fn dates_in_text(&self) -> bool {
+        false
+    }
+}
+
+/// The contract's drop, owned whole by each engine: the lock it takes, the check inside it, the
+/// statements that drop a column or a table (SQLite: in place or by the documented table
+/// rebuild), and what the server's errors mean on the way.
+pub trait ColumnDrop: Sync {
+    /// The database's detail of an error, where the engine gives one besides its message
+    /// (PostgreSQL's DETAIL, e.g. the view that depends on a column); None elsewhere.
+    fn error_detail(&self, _error: &sqlx::Error) -> Option<String> {
+        None
+    }
+    /// The steps that drop `target` on this engine, waiting at most `lock_timeout` for its
+    /// lock; `execute`: the plan is to be run (SQLite refuses a view that uses the column then;
+    /// a dry run names it through the gate). Reads the catalog (SQLite: the table's definition
+    /// and the objects that use it; MySQL/MariaDB: the server's version, for INSTANT), writes
+    /// nothing.
+    ///
+    /// Errors (exit 2): on SQLite, a trigger or view that still uses the column (or the table,
+    /// with `drop_table`), a counter column that is part of the primary key or that another
+    /// column's definition uses. Exit 3: the catalog cannot be read.
+    fn plan_drop<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        target: &'a DropTarget,
+        lock_timeout: Duration,
+        execute: bool,
+    ) -> BoxFuture<'a, Result<DropPlan>>;
+
+    /// Whether `error` is the server refusing `ALGORITHM=INSTANT` for this table, so that the
+    /// plan's [`super::types::DropStep::InstantOrDefault`] runs the default algorithm instead.
+    fn instant_refused(&self, _error: &sqlx::Error) -> bool {
+        false
+    }
+}
+
+/// What the demo and the tests need of an engine, outside the production traits: scratch
+/// databases, the generator's and the demo application's transactions.
+pub trait Admin: Sync {
+    /// The statement that opens each of the generator's load transactions: `BEGIN`, or
+    /// `START TRANSACTION` on MySQL.
+    fn generator_begin(&self) -> &'static str;
+
+    /// The statement that opens a write transaction of the demo's application (dual-write
+    /// period): `BEGIN`, or `BEGIN IMMEDIATE` on SQLite (the write lock from the start, so two
+    /// writers never deadlock on the upgrade).
+    fn demo_begin_write(&self) -> &'static str;
+
+    /// The demo application's forward-only watermark write into `read_watermarks (user_id,
+    /// conversation_id, last_read_id)`, with three bind parameters in that order: insert, or
+    /// keep the larger of the stored and the new `last_read_id`.
+    fn demo_watermark_upsert(&self) -> &'static str;
+
+    /// Whether the database is a file of the demo's own (SQLite: it is recreated, and copied
+    /// with `VACUUM INTO` for the destructive part) rather than a database on a server (it
+    /// must be empty or a demo's, and the contract runs on it).
+    fn demo_database_is_file(&self) -> bool;
+
+    /// `DROP DATABASE IF EXISTS` for an already quoted name, or None for an engine without
+    /// server databases (SQLite).
+    fn drop_database_sql(&self, _quoted: &str) -> Option<String> {
+        None
+    }
+
+    /// `CREATE DATABASE` for an already quoted name, or None for an engine without server
+    /// databases (SQLite).
+    fn create_database_sql(&self, _quoted: &str) -> Option<String> {
+        None
+    }
+}
