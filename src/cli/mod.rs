@@ -4,6 +4,7 @@
 //! exit code of an [`Outcome`] is chosen in `main.rs`.
 
 use anyhow::Result;
+use clap::CommandFactory;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,31 +18,14 @@ pub mod args;
 pub mod completions;
 pub mod contract;
 pub mod inspect;
+pub mod outcome;
 pub mod progress;
 pub mod sql;
+pub mod values;
 
-pub use args::{
-    AuditArgs, BackfillArgs, Cli, Command, Common, DemoArgs, ExpandArgs, Format, ReadArgs,
-};
-
-/// How a command ended, when it ended without an error (`main.rs` turns it into the exit
-/// code of `shared/spec/interface.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Done; for `audit`, drift within tolerance; for `contract`, the gate open (or the
-    /// counter dropped, or nothing to drop).
-    Done,
-    /// `audit` found drift above tolerance.
-    DriftAboveTolerance,
-    /// `contract`: the gate is closed, nothing was dropped.
-    GateClosed,
-    /// `inspect`: no complete mapping could be proposed (what is missing was named).
-    MappingIncomplete,
-    /// Stopped before covering every row (`audit --run-time`, or an audit or a backfill
-    /// stopped by Ctrl-C or SIGTERM); running the same command again (audit: `--resume`)
-    /// continues from the checkpoint.
-    Incomplete,
-}
+pub use args::{AuditArgs, BackfillArgs, Cli, Command, DemoArgs, ExpandArgs, ReadArgs};
+pub use outcome::Outcome;
+pub use values::{Common, Format};
 
 /// The progress sink of a command: stderr, or none with `--quiet`.
 fn reporter(quiet: bool) -> crate::progress::Reporter {
@@ -199,11 +183,11 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Done)
         }
         Command::Completions(args) => {
-            completions::completions(args.shell, out)?;
+            completions::completions(args.shell, Cli::command(), out)?;
             Ok(Outcome::Done)
         }
         Command::Man(args) => {
-            completions::man(&args, out)?;
+            completions::man(&args, Cli::command(), out)?;
             Ok(Outcome::Done)
         }
     }
