@@ -30,7 +30,7 @@ impl Common {
     pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
         let dsn = database_dsn(self.database.as_deref(), self.database_file.as_deref())?;
         let mapping = Mapping::load(&self.mapping)?;
-        mapping.check_predicates(dsn.dialect)?;
+        mapping.check_predicates(dsn.dialect.sql_parser_dialect(), dsn.dialect.name())?;
         Ok((dsn, mapping))
     }
 }

@@ -563,17 +563,25 @@ table = "read_watermarks"
         );
         let m = m.unwrap();
         for d in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
-            let e = m.check_predicates(d).unwrap_err().to_string();
+            let e = m
+                .check_predicates(d.sql_parser_dialect(), d.name())
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("t.toml:7:13: messages.countable: "), "{e}");
             assert!(e.contains(d.name()), "{e}");
         }
         let m = Mapping::parse(&GOOD.replace("active = 1", "active = = 1"), "t.toml").unwrap();
         let e = m
-            .check_predicates(Dialect::Postgres)
+            .check_predicates(
+                Dialect::Postgres.sql_parser_dialect(),
+                Dialect::Postgres.name(),
+            )
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("t.toml:13:10: members.active: "), "{e}");
         let good = Mapping::parse(GOOD, "t.toml").unwrap();
-        assert!(good.check_predicates(Dialect::Mysql).is_ok());
+        assert!(good
+            .check_predicates(Dialect::Mysql.sql_parser_dialect(), Dialect::Mysql.name())
+            .is_ok());
     }
 }
