@@ -5,19 +5,8 @@
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 
-use super::Mapping;
+use super::types::Mapping;
 use crate::error::input_error;
-
-/// One SQL predicate of the mapping and where it was written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PredicateSite {
-    /// `section.key`, e.g. `messages.countable`.
-    pub key: String,
-    /// The predicate as written.
-    pub text: String,
-    /// `origin:line:col` of the predicate's value in the mapping file.
-    pub at: String,
-}
 
 impl Mapping {
     /// Parses every predicate of the mapping (`messages.countable`,
