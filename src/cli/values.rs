@@ -1,5 +1,5 @@
 //! The small pieces every command's arguments share: the output [`Format`], the
-//! `--database` / `--mapping` options ([`Common`]), the URL they name ([`database_dsn`]), and
+//! `--database` / `--mapping` options ([`Common`]), the URL they name (`database_dsn`), and
 //! the value parsers whose errors name the allowed range (clap prints them after the option's
 //! name, exit 2). A leaf of `cli`: it imports nothing from its siblings.
 

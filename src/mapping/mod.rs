@@ -12,10 +12,11 @@
 //! predicate rules and the checks between sections (shape, evidence kinds, the evidence forms:
 //! `filter`, `lookup`, a timestamp keyed by the user alone, `[members] join_time`).
 //!
-//! The files import one way: [`types`] (the [`Mapping`] and its sections), [`locator`] (where
-//! an error points) and [`raw`] (the TOML as given) import no sibling that imports them back;
-//! [`policy`], [`validate`], [`rows`] and [`predicates`] build on them; [`parse`] is the top of
-//! the reading; this file re-exports the types and is never imported by its children.
+//! The files import one way: `types.rs` (the [`Mapping`] and its sections), `locator.rs`
+//! (where an error points) and `raw.rs` (the TOML as given) import no sibling that imports them
+//! back; `policy.rs`, `validate.rs`, `rows.rs` and `predicates.rs` build on them; `parse.rs` is
+//! the top of the reading; this file re-exports the types and is never imported by its
+//! children.
 
 use std::path::Path;
 
