@@ -1,9 +1,9 @@
-//! `tidemark completions SHELL` and `tidemark man`: generated from the clap definitions
-//! ([`super::Cli`]), so they always list the commands and options this binary has. The README
-//! ("Shell completions and man page") says where to install them.
+//! `tidemark completions SHELL` and `tidemark man`: generated from the clap definitions (the
+//! caller passes in `Cli::command()`: [`super::args`] names this file's own arguments, so this
+//! file does not import it back), so they always list the commands and options this binary
+//! has. The README ("Shell completions and man page") says where to install them.
 
 use anyhow::{Context, Result};
-use clap::CommandFactory;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -33,9 +33,13 @@ pub const EXIT_STATUS: &[(&str, &str)] = &[
     ("4", "incomplete: stopped before covering every row (audit --run-time, an audit or a backfill stopped by a signal); run the same command again (audit: with --resume) to continue"),
 ];
 
-/// Writes the completion script for `shell` to `out`.
-pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<()> {
-    let mut cmd = super::Cli::command();
+/// Writes the completion script for `shell` of the command line `cmd` (`Cli::command()`) to
+/// `out`.
+pub fn completions(
+    shell: clap_complete::Shell,
+    mut cmd: clap::Command,
+    out: &mut dyn Write,
+) -> Result<()> {
     clap_complete::generate(shell, &mut cmd, "tidemark", out);
     Ok(())
 }
@@ -61,10 +65,9 @@ fn page(cmd: clap::Command, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `tidemark man`: tidemark.1 on `out`, or with `--out DIR` one page per command in DIR (the
-/// file names are printed on `out`).
-pub fn man(args: &ManArgs, out: &mut dyn Write) -> Result<()> {
-    let cmd = super::Cli::command();
+/// `tidemark man`: tidemark.1 of the command line `cmd` (`Cli::command()`) on `out`, or with
+/// `--out DIR` one page per command in DIR (the file names are printed on `out`).
+pub fn man(args: &ManArgs, cmd: clap::Command, out: &mut dyn Write) -> Result<()> {
     let Some(dir) = &args.out else {
         return page(cmd, out);
     };

@@ -5,6 +5,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::values::{at_least, Common, Format};
 use crate::db::Dsn;
 use crate::gate::GateOptions;
 use crate::stages::contract::{
@@ -16,13 +17,13 @@ use crate::stages::contract::{
 pub struct ContractArgs {
     /// `--database` and `--mapping`.
     #[command(flatten)]
-    pub common: super::Common,
+    pub common: Common,
     /// Archive the values and drop the counter. Without it: print the gate's verdict and the
     /// exact DDL, and change nothing.
     #[arg(long)]
     pub execute: bool,
     /// Consecutive passing audits of this mapping the gate needs.
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = super::args::at_least::<u32>(1))]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least::<u32>(1))]
     pub min_clean_audits: u32,
     /// How old the newest of those audits may be.
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -55,14 +56,14 @@ pub struct ContractArgs {
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lock_timeout: Duration,
     /// Further attempts after a lock wait gave up, with a growing pause between them.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = super::args::at_least::<usize>(0))]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = at_least::<usize>(0))]
     pub lock_retries: usize,
     /// Counter rows (or messages) archived per transaction, whole conversations.
-    #[arg(long, default_value_t = 5000, value_parser = super::args::at_least::<u64>(1))]
+    #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
     pub batch_size: u64,
     /// Output format (progress stays on stderr).
-    #[arg(long, value_enum, default_value_t = super::Format::Text)]
-    pub format: super::Format,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
@@ -117,11 +118,11 @@ pub async fn run_cli(args: ContractArgs) -> Result<u8> {
 
 /// Prints an outcome on stdout, for people ([`crate::render::text::contract`]) or scripts
 /// ([`crate::render::json::contract`]); a closed pipe ends the output quietly.
-pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions, format: super::Format) {
+pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions, format: Format) {
     let mut out = std::io::stdout().lock();
     let _ = match format {
-        super::Format::Text => crate::render::text::contract(&mut out, o, dsn, opts),
-        super::Format::Json => crate::render::json::contract(&mut out, o),
+        Format::Text => crate::render::text::contract(&mut out, o, dsn, opts),
+        Format::Json => crate::render::json::contract(&mut out, o),
     };
 }
 

@@ -5,6 +5,8 @@ use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::PathBuf;
 
+use super::outcome::Outcome;
+use super::values::{database_dsn, Format};
 use crate::db::Dsn;
 use crate::error::input_error;
 use crate::inspect::{self, InspectOutcome};
@@ -28,15 +30,15 @@ pub struct InspectArgs {
     pub force: bool,
     /// Output format: with json, one object on stdout holding the warnings, what is missing
     /// and (without --output) the proposed mapping.
-    #[arg(long, value_enum, default_value_t = super::Format::Text)]
-    pub format: super::Format,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Runs `inspect`: exit 0 with a complete mapping, 1 when something is missing (named on
 /// standard error), 2 when --output exists without --force or the URL is bad, 3 when the
 /// database fails.
-pub async fn run_cli(args: InspectArgs) -> Result<super::Outcome> {
-    let dsn = super::args::database_dsn(args.database.as_deref(), args.database_file.as_deref())?;
+pub async fn run_cli(args: InspectArgs) -> Result<Outcome> {
+    let dsn = database_dsn(args.database.as_deref(), args.database_file.as_deref())?;
     if let Some(path) = &args.output {
         if path.exists() && !args.force {
             return Err(refuse(path));
@@ -61,13 +63,13 @@ pub async fn run_cli(args: InspectArgs) -> Result<super::Outcome> {
             };
             file.write_all(outcome.text.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            if args.format == super::Format::Json {
+            if args.format == Format::Json {
                 crate::render::json::inspect(&mut std::io::stdout().lock(), &outcome, Some(path))?;
             } else {
                 print_summary(&outcome, &dsn, Some(path));
             }
         }
-        None if args.format == super::Format::Json => {
+        None if args.format == Format::Json => {
             crate::render::json::inspect(&mut std::io::stdout().lock(), &outcome, None)?;
         }
         None => {
@@ -76,9 +78,9 @@ pub async fn run_cli(args: InspectArgs) -> Result<super::Outcome> {
         }
     }
     Ok(if outcome.complete() {
-        super::Outcome::Done
+        Outcome::Done
     } else {
-        super::Outcome::MappingIncomplete
+        Outcome::MappingIncomplete
     })
 }
 

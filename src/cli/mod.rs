@@ -4,6 +4,7 @@
 //! exit code of an [`Outcome`] is chosen in `main.rs`.
 
 use anyhow::Result;
+use clap::CommandFactory;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,31 +18,14 @@ pub mod args;
 pub mod completions;
 pub mod contract;
 pub mod inspect;
+pub mod outcome;
 pub mod progress;
 pub mod sql;
+pub mod values;
 
-pub use args::{
-    AuditArgs, BackfillArgs, Cli, Command, Common, DemoArgs, ExpandArgs, Format, ReadArgs,
-};
-
-/// How a command ended, when it ended without an error (`main.rs` turns it into the exit
-/// code of `shared/spec/interface.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Done; for `audit`, drift within tolerance; for `contract`, the gate open (or the
-    /// counter dropped, or nothing to drop).
-    Done,
-    /// `audit` found drift above tolerance.
-    DriftAboveTolerance,
-    /// `contract`: the gate is closed, nothing was dropped.
-    GateClosed,
-    /// `inspect`: no complete mapping could be proposed (what is missing was named).
-    MappingIncomplete,
-    /// Stopped before covering every row (`audit --run-time`, or an audit or a backfill
-    /// stopped by Ctrl-C or SIGTERM); running the same command again (audit: `--resume`)
-    /// continues from the checkpoint.
-    Incomplete,
-}
+pub use args::{AuditArgs, BackfillArgs, Cli, Command, DemoArgs, ExpandArgs, ReadArgs};
+pub use outcome::Outcome;
+pub use values::{Common, Format};
 
 /// The progress sink of a command: stderr, or none with `--quiet`.
 fn reporter(quiet: bool) -> crate::progress::Reporter {
@@ -52,161 +36,182 @@ fn reporter(quiet: bool) -> crate::progress::Reporter {
     }
 }
 
-/// Runs a parsed command line and returns how it ended.
+/// Runs a parsed command line and returns how it ended: each command to its own function.
 pub async fn run(cli: Cli) -> Result<Outcome> {
     let mut stdout = std::io::stdout();
     let out: &mut dyn Write = &mut stdout;
     match cli.command {
-        Command::Demo(args) => {
-            crate::demo::run(
-                &crate::demo::DemoOptions {
-                    path: args.path,
-                    database: args.database,
-                    scale: args.scale,
-                    seed: args.seed,
-                    quiet: args.quiet,
-                    progress: reporter(args.quiet),
-                },
-                out,
-            )
-            .await?;
-            Ok(Outcome::Done)
-        }
-        Command::Expand(args) => {
-            let (dsn, mapping) = args.common.resolve()?;
-            let mut conn = dsn.connect().await?;
-            let report = expand::run(&mut conn, &mapping, dsn.dialect, args.dry_run).await?;
-            text::expand(out, &report, &dsn)?;
-            Ok(Outcome::Done)
-        }
-        Command::Backfill(args) => {
-            let (dsn, mapping) = args.common.resolve()?;
-            let mut conn = dsn.connect().await?;
-            let stop = stop_on_signal();
-            let opts = backfill::BackfillOptions {
-                batch_size: args.batch_size,
-                chunk_time: args.chunk_time.into(),
-                dry_run: args.dry_run,
-                quiet: args.quiet,
-                progress: reporter(args.quiet),
-                restart: args.restart,
-                max_rows_per_second: args.max_rows_per_second,
-                pause_between_batches: args.pause_between_batches.into(),
-                pause_file: args.pause_file.clone(),
-                lock_timeout: args.lock_timeout.into(),
-                retries: args.retries,
-                stop: Some(stop),
-                count_changes: !args.skip_change_count,
-                settle_time: args.settle_time.into(),
-            };
-            let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
-            let statements = if args.dry_run {
-                backfill::statements(&mapping, dsn.dialect)?
-            } else {
-                Vec::new()
-            };
-            if args.format == Format::Json {
-                json::backfill(out, &summary, args.dry_run, &statements)?;
-                if summary.interrupted {
-                    return Ok(Outcome::Incomplete);
-                }
-                return Ok(Outcome::Done);
-            }
-            if args.dry_run {
-                text::backfill_plan(out, &dsn, args.batch_size, &statements)?;
-            }
-            text::backfill(out, &summary, args.dry_run)?;
-            if summary.interrupted {
-                text::backfill_interrupted(out, &summary)?;
-                return Ok(Outcome::Incomplete);
-            }
-            Ok(Outcome::Done)
-        }
-        Command::Audit(args) => {
-            let (dsn, mapping) = args.common.resolve()?;
-            let mut conn = dsn.connect().await?;
-            let (scope, scope_description) = audit_scope(&args, &mut conn, &mapping, &dsn).await?;
-            let quiet = args.quiet || args.format == Format::Json;
-            let opts = audit::AuditOptions {
-                cap: args.cap,
-                report: args.report.clone(),
-                batch_size: args.batch_size,
-                ledger: !args.no_ledger,
-                max_drift_rows: args.max_drift_rows.unwrap_or(0),
-                max_drift_ratio: args.max_drift_ratio.unwrap_or(0.0),
-                max_abs_drift: args.max_abs_drift.unwrap_or(0),
-                checked: crate::ledger::records::Checked::given(
-                    args.max_drift_rows.is_some(),
-                    args.max_drift_ratio.is_some(),
-                    args.max_abs_drift.is_some(),
-                ),
-                allow_empty: args.allow_empty,
-                quiet,
-                progress: reporter(quiet),
-                run_time: args.run_time.map(Into::into),
-                resume: args.resume,
-                metrics_file: args.metrics_file.clone(),
-                store_rows: args.store_rows,
-                scope,
-                scope_description,
-                lock_timeout: args.lock_timeout.into(),
-                min_age: args.min_age.map(Into::into),
-                stop: Some(stop_on_signal()),
-            };
-            let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
-            match args.format {
-                Format::Json => json::audit(out, &outcome.summary)?,
-                Format::Text => text::audit(out, &outcome.summary)?,
-            }
-            Ok(if !outcome.summary.passed {
-                Outcome::DriftAboveTolerance
-            } else if !outcome.summary.complete {
-                Outcome::Incomplete
-            } else {
-                Outcome::Done
-            })
-        }
-        Command::Status(args) => {
-            let (dsn, mapping) = args.common.resolve()?;
-            let mut conn = dsn.connect().await?;
-            let s = status::run(&mut conn, &mapping, dsn.dialect).await?;
-            match args.format {
-                Format::Json => json::status(out, &s, &dsn, &mapping)?,
-                Format::Text => text::status(out, &s, &dsn, &mapping)?,
-            }
-            Ok(Outcome::Done)
-        }
-        Command::Contract(args) => {
-            let code = contract::run_cli(args).await?;
-            Ok(if code == crate::error::EXIT_OK {
-                Outcome::Done
-            } else {
-                Outcome::GateClosed
-            })
-        }
+        Command::Demo(args) => run_demo(args, out).await,
+        Command::Expand(args) => run_expand(args, out).await,
+        Command::Backfill(args) => run_backfill(args, out).await,
+        Command::Audit(args) => run_audit(args, out).await,
+        Command::Status(args) => run_status(args, out).await,
+        Command::Contract(args) => run_contract(args).await,
         Command::Inspect(args) => inspect::run_cli(args).await,
-        Command::Plan(args) => {
-            let (dsn, mapping) = args.common.resolve()?;
-            let mut conn = dsn.connect().await?;
-            match args.format {
-                Format::Json => plan_json(out, &mut conn, &mapping, &dsn).await?,
-                Format::Text => plan(out, &mut conn, &mapping, &dsn).await?,
-            }
-            Ok(Outcome::Done)
-        }
+        Command::Plan(args) => run_plan(args, out).await,
         Command::Sql(args) => {
             sql::run(&args, out)?;
             Ok(Outcome::Done)
         }
         Command::Completions(args) => {
-            completions::completions(args.shell, out)?;
+            completions::completions(args.shell, Cli::command(), out)?;
             Ok(Outcome::Done)
         }
         Command::Man(args) => {
-            completions::man(&args, out)?;
+            completions::man(&args, Cli::command(), out)?;
             Ok(Outcome::Done)
         }
     }
+}
+
+/// `tidemark demo`: builds the demo database and runs the whole migration on it.
+async fn run_demo(args: DemoArgs, out: &mut dyn Write) -> Result<Outcome> {
+    crate::demo::run(
+        &crate::demo::DemoOptions {
+            path: args.path,
+            database: args.database,
+            scale: args.scale,
+            seed: args.seed,
+            quiet: args.quiet,
+            progress: reporter(args.quiet),
+        },
+        out,
+    )
+    .await?;
+    Ok(Outcome::Done)
+}
+
+/// `tidemark expand`: applies (or with `--dry-run` prints) the pending migrations.
+async fn run_expand(args: ExpandArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let (dsn, mapping) = args.common.resolve()?;
+    let mut conn = dsn.connect().await?;
+    let report = expand::run(&mut conn, &mapping, dsn.dialect, args.dry_run).await?;
+    text::expand(out, &report, &dsn)?;
+    Ok(Outcome::Done)
+}
+
+/// `tidemark backfill`: fills the watermarks, stopping early (exit 4) on a signal.
+async fn run_backfill(args: BackfillArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let (dsn, mapping) = args.common.resolve()?;
+    let mut conn = dsn.connect().await?;
+    let stop = stop_on_signal();
+    let opts = backfill::BackfillOptions {
+        batch_size: args.batch_size,
+        chunk_time: args.chunk_time.into(),
+        dry_run: args.dry_run,
+        quiet: args.quiet,
+        progress: reporter(args.quiet),
+        restart: args.restart,
+        max_rows_per_second: args.max_rows_per_second,
+        pause_between_batches: args.pause_between_batches.into(),
+        pause_file: args.pause_file.clone(),
+        lock_timeout: args.lock_timeout.into(),
+        retries: args.retries,
+        stop: Some(stop),
+        count_changes: !args.skip_change_count,
+        settle_time: args.settle_time.into(),
+    };
+    let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+    let statements = if args.dry_run {
+        backfill::statements(&mapping, dsn.dialect)?
+    } else {
+        Vec::new()
+    };
+    if args.format == Format::Json {
+        json::backfill(out, &summary, args.dry_run, &statements)?;
+        if summary.interrupted {
+            return Ok(Outcome::Incomplete);
+        }
+        return Ok(Outcome::Done);
+    }
+    if args.dry_run {
+        text::backfill_plan(out, &dsn, args.batch_size, &statements)?;
+    }
+    text::backfill(out, &summary, args.dry_run)?;
+    if summary.interrupted {
+        text::backfill_interrupted(out, &summary)?;
+        return Ok(Outcome::Incomplete);
+    }
+    Ok(Outcome::Done)
+}
+
+/// `tidemark audit`: recomputes and compares; exit 1 above tolerance, 4 when incomplete.
+async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let (dsn, mapping) = args.common.resolve()?;
+    let mut conn = dsn.connect().await?;
+    let (scope, scope_description) = audit_scope(&args, &mut conn, &mapping, &dsn).await?;
+    let quiet = args.quiet || args.format == Format::Json;
+    let opts = audit::AuditOptions {
+        cap: args.cap,
+        report: args.report.clone(),
+        batch_size: args.batch_size,
+        ledger: !args.no_ledger,
+        max_drift_rows: args.max_drift_rows.unwrap_or(0),
+        max_drift_ratio: args.max_drift_ratio.unwrap_or(0.0),
+        max_abs_drift: args.max_abs_drift.unwrap_or(0),
+        checked: crate::ledger::records::Checked::given(
+            args.max_drift_rows.is_some(),
+            args.max_drift_ratio.is_some(),
+            args.max_abs_drift.is_some(),
+        ),
+        allow_empty: args.allow_empty,
+        quiet,
+        progress: reporter(quiet),
+        run_time: args.run_time.map(Into::into),
+        resume: args.resume,
+        metrics_file: args.metrics_file.clone(),
+        store_rows: args.store_rows,
+        scope,
+        scope_description,
+        lock_timeout: args.lock_timeout.into(),
+        min_age: args.min_age.map(Into::into),
+        stop: Some(stop_on_signal()),
+    };
+    let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+    match args.format {
+        Format::Json => json::audit(out, &outcome.summary)?,
+        Format::Text => text::audit(out, &outcome.summary)?,
+    }
+    Ok(if !outcome.summary.passed {
+        Outcome::DriftAboveTolerance
+    } else if !outcome.summary.complete {
+        Outcome::Incomplete
+    } else {
+        Outcome::Done
+    })
+}
+
+/// `tidemark status`: migrations, watermarks, the last audits and the gate. Reads only.
+async fn run_status(args: ReadArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let (dsn, mapping) = args.common.resolve()?;
+    let mut conn = dsn.connect().await?;
+    let s = status::run(&mut conn, &mapping, dsn.dialect).await?;
+    match args.format {
+        Format::Json => json::status(out, &s, &dsn, &mapping)?,
+        Format::Text => text::status(out, &s, &dsn, &mapping)?,
+    }
+    Ok(Outcome::Done)
+}
+
+/// `tidemark contract`: the gate's exit code as an outcome (0 done, 1 gate closed).
+async fn run_contract(args: contract::ContractArgs) -> Result<Outcome> {
+    let code = contract::run_cli(args).await?;
+    Ok(if code == crate::error::EXIT_OK {
+        Outcome::Done
+    } else {
+        Outcome::GateClosed
+    })
+}
+
+/// `tidemark plan`: every statement of every stage, as text or JSON. Writes nothing.
+async fn run_plan(args: ReadArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let (dsn, mapping) = args.common.resolve()?;
+    let mut conn = dsn.connect().await?;
+    match args.format {
+        Format::Json => plan_json(out, &mut conn, &mapping, &dsn).await?,
+        Format::Text => plan(out, &mut conn, &mapping, &dsn).await?,
+    }
+    Ok(Outcome::Done)
 }
 
 /// A flag set on Ctrl-C or SIGTERM (systemd, kill), for the stages that then finish the

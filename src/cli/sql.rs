@@ -4,6 +4,7 @@
 use anyhow::Result;
 use std::io::Write;
 
+use super::values::{database_dsn, whole_number, Common, Format};
 use crate::mapping::Mapping;
 
 /// `tidemark sql` options.
@@ -28,27 +29,27 @@ pub enum SqlWhat {
 pub struct AppArgs {
     /// `--database` (only its dialect is used: nothing connects) and `--mapping`.
     #[command(flatten)]
-    pub common: super::Common,
+    pub common: Common,
     /// Conversations (or messages) per page in the page queries.
-    #[arg(long, default_value_t = 3, value_parser = super::args::whole_number::<u64>(1, Some(1000)))]
+    #[arg(long, default_value_t = 3, value_parser = whole_number::<u64>(1, Some(1000)))]
     pub page: u64,
     /// Output format: json prints one object with a `statements` list.
-    #[arg(long, value_enum, default_value_t = super::Format::Text)]
-    pub format: super::Format,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Runs `tidemark sql app`.
 pub fn run(args: &SqlArgs, out: &mut dyn Write) -> Result<()> {
     let SqlWhat::App(args) = &args.what;
-    let dsn = super::args::database_dsn(
+    let dsn = database_dsn(
         args.common.database.as_deref(),
         args.common.database_file.as_deref(),
     )?;
     let mapping = Mapping::load(&args.common.mapping)?;
     let statements = crate::app_sql::statements(&mapping, dsn.dialect, args.page as usize)?;
     match args.format {
-        super::Format::Text => crate::render::text::app_sql(out, &dsn, &mapping, &statements)?,
-        super::Format::Json => crate::render::json::app_sql(out, &dsn, &statements)?,
+        Format::Text => crate::render::text::app_sql(out, &dsn, &mapping, &statements)?,
+        Format::Json => crate::render::json::app_sql(out, &dsn, &statements)?,
     }
     Ok(())
 }

@@ -77,7 +77,8 @@ fn the_forms_parse() {
     assert_eq!(m.predicates[0].key, "evidence[1].filter");
     assert_eq!(m.predicates[0].at, "t.toml:27:10");
     for d in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
-        m.check_predicates(d).unwrap();
+        m.check_predicates(d.sql_parser_dialect(), d.name())
+            .unwrap();
     }
 }
 
@@ -112,7 +113,10 @@ fn errors_name_the_key_and_line() {
     // A filter that does not parse in the dialect's SQL: at the predicate check.
     let m = Mapping::parse(&BASE.replace("IN ('m.read'", "IN IN ('m.read'"), "t.toml").unwrap();
     let e = m
-        .check_predicates(Dialect::Postgres)
+        .check_predicates(
+            Dialect::Postgres.sql_parser_dialect(),
+            Dialect::Postgres.name(),
+        )
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("t.toml:27:10: evidence[1].filter: "), "{e}");

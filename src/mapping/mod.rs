@@ -11,249 +11,37 @@
 //! [`parse`] reads the TOML and builds a [`Mapping`]; [`validate`] holds the identifier and
 //! predicate rules and the checks between sections (shape, evidence kinds, the evidence forms:
 //! `filter`, `lookup`, a timestamp keyed by the user alone, `[members] join_time`).
+//!
+//! The files import one way: `types.rs` (the [`Mapping`] and its sections), `locator.rs`
+//! (where an error points) and `raw.rs` (the TOML as given) import no sibling that imports them
+//! back; `policy.rs`, `validate.rs`, `rows.rs` and `predicates.rs` build on them; `parse.rs` is
+//! the top of the reading; this file re-exports the types and is never imported by its
+//! children.
 
-use serde::Deserialize;
 use std::path::Path;
 
 use crate::error::input_error;
 
 #[cfg(test)]
 mod evidence_forms_tests;
+mod locator;
 mod parse;
 mod policy;
 mod predicates;
+mod raw;
 mod rows;
+mod types;
 mod validate;
 
-pub use parse::line_col;
-pub use policy::EvidencePolicy;
-pub use predicates::{parse_predicate, PredicateSite};
-pub use rows::{Combine, ContractTargets, DropColumn, DropKind, KeyedTable, RawContract, RowRefs};
+pub use locator::line_col;
+pub use parse::hex;
+pub use predicates::parse_predicate;
+pub use rows::{ContractTargets, DropColumn, RowRefs};
+pub use types::{
+    Combine, Counter, DropKind, Evidence, EvidenceKind, EvidencePolicy, EvidenceSource, KeyedTable,
+    Lookup, Mapping, Members, Messages, PredicateSite, RawContract, Shape, Watermarks,
+};
 pub use validate::{check_identifier, check_predicate};
-
-/// A parsed and validated mapping.
-#[derive(Debug, Clone)]
-pub struct Mapping {
-    /// The messages table: positions, conversations, senders.
-    pub messages: Messages,
-    /// Membership (optional): active flag and join positions.
-    pub members: Option<Members>,
-    /// The legacy counter that the contract stage drops.
-    pub counter: Counter,
-    /// Read evidence, best first.
-    pub evidence: Vec<Evidence>,
-    /// The watermark table that `expand` creates.
-    pub watermarks: Watermarks,
-    /// `[backfill] policy`: how the backfill chooses among evidence values.
-    pub policy: EvidencePolicy,
-    /// `[conversations]` (optional): the conversation row predicates read as `conv.`.
-    pub conversations: Option<KeyedTable>,
-    /// `[users]` (optional): the user row predicates read as `usr.`.
-    pub users: Option<KeyedTable>,
-    /// `[contract]` (optional): what the contract drops; without it, `[counter] column`.
-    pub contract: Option<RawContract>,
-    /// SHA-256 (hex) of the normalised mapping: what the ledger keys audits and checkpoints by.
-    pub fingerprint: String,
-    /// The SQL predicates with where each was written, for
-    /// [`Mapping::check_predicates`] (not part of the fingerprint).
-    pub predicates: Vec<PredicateSite>,
-    /// `origin:line:col` of each key's value as written, by dotted key (`messages.id`,
-    /// `evidence[2].column`, `contract.columns`), for [`Mapping::located`] (not part of the
-    /// fingerprint).
-    pub locations: std::collections::BTreeMap<String, String>,
-}
-
-/// `[messages]`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Messages {
-    /// Table, optionally `schema.table`.
-    pub table: String,
-    /// The position column: an integer increasing within a conversation.
-    pub id: String,
-    /// The conversation key column.
-    pub conversation: String,
-    /// The sender's user key column.
-    pub sender: String,
-    /// Creation time column, needed by `timestamp` evidence.
-    pub created_at: Option<String>,
-    /// SQL predicate on a messages row: what counts as unread now (default: every message).
-    pub countable: Option<String>,
-    /// SQL predicate: what the legacy counter counted (default: every message).
-    pub legacy_countable: Option<String>,
-}
-
-/// `[members]`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Members {
-    /// Table, optionally `schema.table`.
-    pub table: String,
-    /// User key column.
-    pub user: String,
-    /// Conversation key column.
-    pub conversation: String,
-    /// SQL predicate on a members row: the member is still in the conversation.
-    pub active: Option<String>,
-    /// Column: positions at or below it are not the member's.
-    pub join_position: Option<String>,
-    /// Column: the time the member joined; the join position is the highest message position
-    /// created at or before it (0 when none), as for [`Members::join_position`]. Exclusive with
-    /// `join_position`; needs `messages.created_at`. Left out of the fingerprint when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub join_time: Option<String>,
-}
-
-/// The legacy counter's shape (`shared/spec/semantics.md`, "Legacy shapes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Shape {
-    /// Shape A (seed 000): one counter per (user, conversation).
-    PerMember,
-    /// Shape B (seed 003): one counter per message, how many members have not read it.
-    PerMessage,
-}
-
-/// `[counter]`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Counter {
-    /// per_member or per_message.
-    pub shape: Shape,
-    /// Table holding the counter; for per_message, the messages table (the default).
-    pub table: Option<String>,
-    /// User key column (per_member).
-    pub user: Option<String>,
-    /// Conversation key column (per_member).
-    pub conversation: Option<String>,
-    /// The counter column that `contract` drops (without a `[contract]` section); empty when
-    /// the mapping gives `value` instead ([`Counter::stored_column`]).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub column: String,
-    /// An SQL expression (integer) over the counter row `this`, the conversation row `conv`
-    /// and the user row `usr`: the stored unread number (issue 12). Excludes `column`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    /// An SQL predicate over the counter row `this` (and `conv`, `usr`): which counter rows
-    /// count (default: every row).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows: Option<String>,
-    /// What several rows per member mean: `single` (the default: bad input) or `sum`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub combine: Option<Combine>,
-}
-
-/// An evidence kind (`shared/spec/semantics.md`, "Backfill").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EvidenceKind {
-    /// A read position column or a receipts table (maximum per member).
-    Position,
-    /// A "last read at" time: the highest position created at or before it.
-    Timestamp,
-    /// The stored counter itself (per_member only).
-    Counter,
-    /// Lower bound: the member's own newest message.
-    OwnMessage,
-}
-
-impl EvidenceKind {
-    /// The name recorded as a watermark's provenance (`watermark_source` in the report).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EvidenceKind::Position => "position",
-            EvidenceKind::Timestamp => "timestamp",
-            EvidenceKind::Counter => "counter",
-            EvidenceKind::OwnMessage => "own_message",
-        }
-    }
-}
-
-/// One `[[evidence]]` entry: its kind, with the columns that kind reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Evidence {
-    /// A read position column or a receipts table (maximum per member).
-    Position(EvidenceSource),
-    /// A "last read at" time column: the highest position created at or before it.
-    Timestamp(EvidenceSource),
-    /// The stored counter itself (per_member only); reads `[counter]`.
-    Counter,
-    /// Lower bound: the member's own newest message; reads the `[messages]` table.
-    OwnMessage,
-}
-
-/// The table and columns a `position` or `timestamp` evidence reads (`table`, `user` and
-/// `column` always; `conversation` except for a timestamp keyed by the user alone), with the
-/// optional row filter and position lookup.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EvidenceSource {
-    /// Table, optionally `schema.table`.
-    pub table: String,
-    /// User key column.
-    pub user: String,
-    /// Conversation key column. `None` only for `timestamp` evidence keyed by the user alone
-    /// (e.g. a users table's "mark all as read" time): its time applies in each of the user's
-    /// conversations.
-    pub conversation: Option<String>,
-    /// Position column (`position`), time column (`timestamp`), or, with a [`Lookup`], the
-    /// column holding the key the lookup resolves (e.g. an event id).
-    pub column: String,
-    /// `filter`: an SQL predicate over the evidence row (named `this`); rows where it is not
-    /// true are not evidence (e.g. only receipts of type `m.read`).
-    pub filter: Option<String>,
-    /// `lookup` (`position` only): `column` holds a key resolved to a position through
-    /// another table.
-    pub lookup: Option<Lookup>,
-}
-
-/// `lookup = { table = "events", key = "event_id", position = "stream_ordering" }` on a
-/// `position` evidence: the evidence column's value is matched against `table.key`, and the
-/// matching row's `position` is the read position (a key that matches no row is no evidence;
-/// the key should be unique in `table`: with several matches the highest position counts).
-/// With `conversation` (a column of `table`), only a row of the evidence row's conversation
-/// matches.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Lookup {
-    /// The table to look the key up in, optionally `schema.table`.
-    pub table: String,
-    /// The column of `table` the evidence column's value is matched against.
-    pub key: String,
-    /// The column of `table` holding the position (an integer, as `messages.id`).
-    pub position: String,
-    /// Optional: the column of `table` holding the conversation key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<String>,
-}
-
-impl Evidence {
-    /// The kind of this evidence.
-    pub fn kind(&self) -> EvidenceKind {
-        match self {
-            Evidence::Position(_) => EvidenceKind::Position,
-            Evidence::Timestamp(_) => EvidenceKind::Timestamp,
-            Evidence::Counter => EvidenceKind::Counter,
-            Evidence::OwnMessage => EvidenceKind::OwnMessage,
-        }
-    }
-
-    /// The table and columns read (`position` and `timestamp`), or None (`counter`,
-    /// `own_message`).
-    pub fn source(&self) -> Option<&EvidenceSource> {
-        match self {
-            Evidence::Position(s) | Evidence::Timestamp(s) => Some(s),
-            Evidence::Counter | Evidence::OwnMessage => None,
-        }
-    }
-}
-
-/// `[watermarks]`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Watermarks {
-    /// The watermark table's name, optionally `schema.table`.
-    pub table: String,
-}
 
 impl Mapping {
     /// Reads and validates a mapping file.
@@ -295,11 +83,6 @@ impl Mapping {
             .as_deref()
             .unwrap_or(&self.messages.table)
     }
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -563,17 +346,25 @@ table = "read_watermarks"
         );
         let m = m.unwrap();
         for d in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
-            let e = m.check_predicates(d).unwrap_err().to_string();
+            let e = m
+                .check_predicates(d.sql_parser_dialect(), d.name())
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("t.toml:7:13: messages.countable: "), "{e}");
             assert!(e.contains(d.name()), "{e}");
         }
         let m = Mapping::parse(&GOOD.replace("active = 1", "active = = 1"), "t.toml").unwrap();
         let e = m
-            .check_predicates(Dialect::Postgres)
+            .check_predicates(
+                Dialect::Postgres.sql_parser_dialect(),
+                Dialect::Postgres.name(),
+            )
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("t.toml:13:10: members.active: "), "{e}");
         let good = Mapping::parse(GOOD, "t.toml").unwrap();
-        assert!(good.check_predicates(Dialect::Mysql).is_ok());
+        assert!(good
+            .check_predicates(Dialect::Mysql.sql_parser_dialect(), Dialect::Mysql.name())
+            .is_ok());
     }
 }

@@ -2,73 +2,15 @@
 //! points into it (`file:line:col:`), then [`super::validate`], then the [`Mapping`] with its
 //! fingerprint.
 
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::ops::Range;
 use toml::Spanned;
 
-use super::{
-    hex, Counter, Evidence, EvidenceKind, EvidenceSource, Lookup, Mapping, Members, Messages,
-    PredicateSite, Watermarks,
+use super::locator::{line_col, section, Locator};
+use super::raw::{RawEvidence, RawMapping};
+use super::rows::{RowChecks, RowRefs};
+use super::types::{
+    Counter, EvidencePolicy, Mapping, Members, Messages, PredicateSite, Watermarks,
 };
-use crate::error::input_error;
-
-/// The file's sections, each with its span.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMapping {
-    pub(super) messages: Spanned<toml::Table>,
-    pub(super) members: Option<Spanned<toml::Table>>,
-    pub(super) counter: Spanned<toml::Table>,
-    #[serde(default)]
-    pub(super) evidence: Vec<Spanned<toml::Table>>,
-    pub(super) watermarks: Spanned<toml::Table>,
-    pub(super) backfill: Option<Spanned<toml::Table>>,
-    pub(super) conversations: Option<Spanned<toml::Table>>,
-    pub(super) users: Option<Spanned<toml::Table>>,
-    pub(super) contract: Option<Spanned<toml::Table>>,
-}
-
-/// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
-/// checked which ones its kind needs. Its JSON (the first five keys always, `null` when absent;
-/// `filter` and `lookup` only when given) is part of the mapping's fingerprint, so its fields
-/// and their names must not change.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields, rename = "Evidence")] // the name serde's messages give
-pub(super) struct RawEvidence {
-    pub(super) kind: EvidenceKind,
-    pub(super) table: Option<String>,
-    pub(super) user: Option<String>,
-    pub(super) conversation: Option<String>,
-    pub(super) column: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) filter: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) lookup: Option<Lookup>,
-}
-
-impl RawEvidence {
-    /// The typed evidence; `None` when a column its kind needs is missing (rejected by
-    /// [`super::validate`] before this is called).
-    fn typed(&self) -> Option<Evidence> {
-        let source = || {
-            Some(EvidenceSource {
-                table: self.table.clone()?,
-                user: self.user.clone()?,
-                conversation: self.conversation.clone(),
-                column: self.column.clone()?,
-                filter: self.filter.clone(),
-                lookup: self.lookup.clone(),
-            })
-        };
-        Some(match self.kind {
-            EvidenceKind::Position => Evidence::Position(source()?),
-            EvidenceKind::Timestamp => Evidence::Timestamp(source()?),
-            EvidenceKind::Counter => Evidence::Counter,
-            EvidenceKind::OwnMessage => Evidence::OwnMessage,
-        })
-    }
-}
 
 /// The row names of each evidence `filter` (issue 12): `conv.` needs `[conversations]` and a
 /// conversation key on the evidence row (a timestamp keyed by the user alone has none), `usr.`
@@ -82,8 +24,8 @@ fn evidence_row_names(
     has_conv: bool,
     has_usr: bool,
 ) -> anyhow::Result<()> {
-    let ck = super::rows::RowChecks { loc };
-    let has = super::RowRefs {
+    let ck = RowChecks { loc };
+    let has = RowRefs {
         conv: has_conv,
         usr: has_usr,
     };
@@ -91,7 +33,7 @@ fn evidence_row_names(
         let Some(filter) = e.filter.as_deref() else {
             continue;
         };
-        if e.conversation.is_none() && super::RowRefs::of(Some(filter)).conv {
+        if e.conversation.is_none() && RowRefs::of(Some(filter)).conv {
             return Err(loc.at(
                 loc.value_span(t, "filter").or(Some(t.span())),
                 "evidence.filter reads `conv.`, but this evidence has no conversation key (a timestamp keyed by the user alone applies in each of the user's conversations)",
@@ -100,31 +42,6 @@ fn evidence_row_names(
         ck.row_names(t, "evidence.filter", Some(filter), has, true)?;
     }
     Ok(())
-}
-
-/// Turns a span of the mapping text into `origin:line:col: message` errors (exit 2).
-pub(super) struct Locator<'a> {
-    /// The mapping text.
-    pub(super) text: &'a str,
-    /// Its name in messages (a path, or `<demo>`).
-    pub(super) origin: &'a str,
-}
-
-impl Locator<'_> {
-    /// An input error at the start of `span` (line 1, column 1 when there is none).
-    pub(super) fn at(&self, span: Option<Range<usize>>, msg: &str) -> anyhow::Error {
-        let (line, col) = span.map(|s| line_col(self.text, s.start)).unwrap_or((1, 1));
-        input_error(format!("{}:{line}:{col}: {msg}", self.origin))
-    }
-
-    /// The span of `key`'s value in `table`.
-    pub(super) fn value_span(
-        &self,
-        table: &Spanned<toml::Table>,
-        key: &str,
-    ) -> Option<Range<usize>> {
-        find_value_span(self.text, table.span(), key)
-    }
 }
 
 impl Mapping {
@@ -172,7 +89,7 @@ impl Mapping {
         });
         // Only a policy other than the default changes the fingerprint (mappings written
         // before the key existed keep theirs).
-        if policy != super::EvidencePolicy::First {
+        if policy != EvidencePolicy::First {
             normalised["backfill"] = serde_json::json!({ "policy": policy });
         }
         // The issue-12 sections likewise, only when present.
@@ -280,90 +197,7 @@ impl Mapping {
     }
 }
 
-/// Parses one section again on its own so that an error points into it: at the offending
-/// key's own line (toml's spans, [`toml::de::DeTable`]), or at the key the message names.
-pub(super) fn section<T: for<'de> Deserialize<'de>>(
-    loc: &Locator<'_>,
-    table: &Spanned<toml::Table>,
-    name: &str,
-) -> anyhow::Result<T> {
-    T::deserialize(toml::Value::Table(table.get_ref().clone())).map_err(|e| {
-        let key = e
-            .message()
-            .split('`')
-            .nth(1)
-            .unwrap_or_default()
-            .to_string();
-        let span = spanned_error::<T>(loc.text, table.span())
-            .or_else(|| {
-                (!key.is_empty())
-                    .then(|| find_key_span(loc.text, table.span(), &key))
-                    .flatten()
-            })
-            .unwrap_or(table.span());
-        loc.at(Some(span), &format!("[{name}]: {}", e.message()))
-    })
-}
-
-/// The span toml gives the error of deserializing `T` from the section at `within` when it
-/// reads the section with spans (the key or value at fault), if it points past the
-/// section's start (its header).
-fn spanned_error<T: for<'de> Deserialize<'de>>(
-    text: &str,
-    within: Range<usize>,
-) -> Option<Range<usize>> {
-    let doc = toml::de::DeTable::parse(text).ok()?;
-    let found = doc.get_ref().values().find_map(|v| match v.get_ref() {
-        toml::de::DeValue::Table(_) if v.span() == within => Some(v.clone()),
-        toml::de::DeValue::Array(items) => items.iter().find(|i| i.span() == within).cloned(),
-        _ => None,
-    })?;
-    T::deserialize(toml::de::ValueDeserializer::from(found))
-        .err()?
-        .span()
-        .filter(|s| s.start > within.start)
-}
-
-/// 1-based line and column of a byte offset.
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before
-        .rfind('\n')
-        .map(|nl| before.len() - nl)
-        .unwrap_or(before.len() + 1);
-    (line, col)
-}
-
-/// The span of a key (the start of its line's key) in the table that starts at `within.start`.
-fn find_key_span(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
-    let value = find_value_span(text, within.clone(), key)?;
-    let line_start = text[..value.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let indent = text[line_start..].len() - text[line_start..].trim_start().len();
-    Some(line_start + indent..value.end)
-}
-
-/// The span of `key = value`'s value in the table that starts at `within.start` (a line-based
-/// search up to the next `[header]`: mapping files are flat key/value tables).
-fn find_value_span(text: &str, within: Range<usize>, key: &str) -> Option<Range<usize>> {
-    let region = text.get(within.start..)?;
-    let mut offset = within.start;
-    for (n, line) in region.split_inclusive('\n').enumerate() {
-        let trimmed = line.trim_start();
-        if n > 0 && trimmed.starts_with('[') {
-            break;
-        }
-        if let Some(rest) = trimmed.strip_prefix(key) {
-            let rest_trim = rest.trim_start();
-            if rest_trim.starts_with('=') {
-                let value_start = line.len() - rest_trim.len() + 1;
-                let value = &line[value_start..];
-                let lead = value.len() - value.trim_start().len();
-                let start = offset + value_start + lead;
-                return Some(start..offset + line.trim_end().len());
-            }
-        }
-        offset += line.len();
-    }
-    None
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,35 +1,11 @@
 //! `[backfill] policy`: how the backfill chooses among a member's evidence values (semantics.md
-//! "Backfill: where each last_read_id comes from", issue 12 "Evidence policy").
+//! "Backfill: where each last_read_id comes from", issue 12 "Evidence policy"). The choice
+//! itself ([`EvidencePolicy`]) is a type of the mapping ([`super::types`]); this file reads it.
 
 use toml::Spanned;
 
-use super::parse::Locator;
-
-/// How the backfill picks a member's watermark when several evidence sources have a value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EvidencePolicy {
-    /// The first source in the mapping's order that has a value wins (own messages stay a
-    /// lower bound). Right when the sources are ranked by trust: an application's read
-    /// position that is always current, listed first.
-    #[default]
-    First,
-    /// The highest value among the position-space sources (position, timestamp,
-    /// own_message) wins; a counter only fills a missing watermark when none of them has a
-    /// value. Right when sources can lag one another: a stale read receipt must not beat a
-    /// newer "last viewed" time.
-    Highest,
-}
-
-impl EvidencePolicy {
-    /// The name as written in the mapping file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EvidencePolicy::First => "first",
-            EvidencePolicy::Highest => "highest",
-        }
-    }
-}
+use super::locator::Locator;
+use super::types::EvidencePolicy;
 
 /// Reads the optional `[backfill]` section: its only key is `policy` (`"first"`, the default,
 /// or `"highest"`).

@@ -5,38 +5,30 @@
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 
-use super::Mapping;
-use crate::dialect::Dialect;
+use super::types::Mapping;
 use crate::error::input_error;
-
-/// One SQL predicate of the mapping and where it was written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PredicateSite {
-    /// `section.key`, e.g. `messages.countable`.
-    pub key: String,
-    /// The predicate as written.
-    pub text: String,
-    /// `origin:line:col` of the predicate's value in the mapping file.
-    pub at: String,
-}
 
 impl Mapping {
     /// Parses every predicate of the mapping (`messages.countable`,
     /// `messages.legacy_countable`, `members.active`, each evidence `filter` as
-    /// `evidence[N].filter`) as one expression of `dialect`'s SQL.
-    /// Called once, where the command learns the dialect and before it connects.
+    /// `evidence[N].filter`) as one expression of `grammar`, the engine's SQL grammar
+    /// (`dialect.sql_parser_dialect()`); `engine` is the engine's name for the message
+    /// (`dialect.name()`: `postgres`, `mysql`, `sqlite`). The mapping knows no dialect: the
+    /// caller passes what the check needs. Called once, where the command learns the dialect and
+    /// before it connects.
     ///
     /// Errors (exit 2): `origin:line:col: section.key: … does not parse as a … expression: …`
     /// for the first predicate that does not parse or leaves text after its expression.
-    pub fn check_predicates(&self, dialect: Dialect) -> anyhow::Result<()> {
+    pub fn check_predicates(
+        &self,
+        grammar: &dyn sqlparser::dialect::Dialect,
+        engine: &str,
+    ) -> anyhow::Result<()> {
         for p in &self.predicates {
-            parse_predicate(dialect.sql_parser_dialect(), &p.text).map_err(|why| {
+            parse_predicate(grammar, &p.text).map_err(|why| {
                 input_error(format!(
                     "{}: {}: {:?} does not parse as a {} expression: {why}",
-                    p.at,
-                    p.key,
-                    p.text,
-                    dialect.name()
+                    p.at, p.key, p.text, engine
                 ))
             })?;
         }

@@ -3,93 +3,25 @@
 //!
 //! - `[conversations]` and `[users]` ([`KeyedTable`]): the conversation row and the user row a
 //!   predicate may read as `conv.` and `usr.`; the own row is `this.` ([`RowRefs`]).
-//! - `[counter] value`, `rows`, `combine` ([`Combine`]): the stored value as an SQL expression
-//!   over the counter row (and `conv` / `usr`), which counter rows count, and whether several
-//!   rows per member are summed.
+//! - `[counter] value`, `rows`, `combine` ([`Combine`](crate::mapping::Combine)): the stored
+//!   value as an SQL expression over the counter row (and `conv` / `usr`), which counter rows
+//!   count, and whether several rows per member are summed.
 //! - `[contract]` ([`ContractTargets`]): what the contract drops (`drop = "columns"`, `"table"`
 //!   or `"nothing"`), declared apart from the value.
+//!
+//! The sections' own types ([`KeyedTable`], `Combine`, [`DropKind`], [`RawContract`]) live in
+//! [`super::types`] with the rest of the [`Mapping`]; this file reads and checks them, and
+//! resolves what they mean.
 //!
 //! A mapping without these keys keeps its meaning and its fingerprint: each is added to the
 //! fingerprint's JSON only when present.
 
-use serde::Deserialize;
 use toml::Spanned;
 
-use super::parse::Locator;
+use super::locator::{section, Locator};
+use super::raw::RawMapping;
+use super::types::{Counter, DropKind, KeyedTable, Mapping, Members, Messages, RawContract, Shape};
 use super::validate::{check_identifier, check_predicate};
-use super::{Counter, Mapping, Members, Messages, Shape};
-
-/// `[conversations]` or `[users]`: a table and its key column (unique: one row per key, the
-/// table's primary key in practice; the join to it must not multiply rows).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyedTable {
-    /// Table, optionally `schema.table`.
-    pub table: String,
-    /// The key column: the conversation key (`[conversations]`) or the user key (`[users]`).
-    pub key: String,
-}
-
-/// `[counter] combine`: what several counter rows of one member (after `rows`) mean.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Combine {
-    /// One row per member (the default): more than one is bad input, reported (exit 2) with
-    /// the number of members concerned and one of them.
-    #[default]
-    Single,
-    /// The member's value is the sum of the values of their rows (a NULL row is left out of
-    /// the sum; a member whose every row is NULL has a NULL counter).
-    Sum,
-}
-
-impl Combine {
-    /// The name as written in the mapping file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Combine::Single => "single",
-            Combine::Sum => "sum",
-        }
-    }
-}
-
-/// `[contract] drop`: what the contract stage removes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DropKind {
-    /// The columns listed in `[contract] columns` (each `table.column` of a mapped table).
-    Columns,
-    /// The counter table, whole (`[contract] table`, which must be `[counter] table`).
-    Table,
-    /// Nothing: the counter was never stored (an expression over other state); the contract
-    /// archives nothing, drops nothing and records the gate's decision.
-    Nothing,
-}
-
-impl DropKind {
-    /// The name as written in the mapping file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropKind::Columns => "columns",
-            DropKind::Table => "table",
-            DropKind::Nothing => "nothing",
-        }
-    }
-}
-
-/// `[contract]` as written.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawContract {
-    /// What is dropped.
-    pub drop: DropKind,
-    /// `drop = "columns"`: `table.column` (or `schema.table.column`) per column.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub columns: Vec<String>,
-    /// `drop = "table"`: the counter table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table: Option<String>,
-}
 
 /// One column the contract drops.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -202,7 +134,7 @@ fn split_column(s: &str) -> Option<DropColumn> {
 /// or `usr.` without the section that maps that row.
 pub(super) fn parse(
     loc: &Locator<'_>,
-    raw: &super::parse::RawMapping,
+    raw: &RawMapping,
     messages: &Messages,
     members: Option<&Members>,
     counter: &Counter,
@@ -213,7 +145,7 @@ pub(super) fn parse(
             match t {
                 None => Ok(None),
                 Some(t) => {
-                    let k: KeyedTable = super::parse::section(loc, t, name)?;
+                    let k: KeyedTable = section(loc, t, name)?;
                     ck.keyed(t, name, &k)?;
                     Ok(Some(k))
                 }
@@ -223,7 +155,7 @@ pub(super) fn parse(
     let users = keyed(&raw.users, "users")?;
     let contract: Option<RawContract> = match &raw.contract {
         None => None,
-        Some(t) => Some(super::parse::section(loc, t, "contract")?),
+        Some(t) => Some(section(loc, t, "contract")?),
     };
     ck.counter(&raw.counter, counter, contract.is_some())?;
     if let (Some(t), Some(c)) = (&raw.contract, &contract) {

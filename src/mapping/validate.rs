@@ -5,8 +5,9 @@
 use std::ops::Range;
 use toml::Spanned;
 
-use super::parse::{Locator, RawEvidence, RawMapping};
-use super::{Counter, EvidenceKind, Members, Messages, Shape, Watermarks};
+use super::locator::Locator;
+use super::raw::{RawEvidence, RawMapping};
+use super::types::{Counter, EvidenceKind, Members, Messages, Shape, Watermarks};
 
 /// Checks a parsed mapping, section by section, in the order the errors are reported:
 /// messages, members, counter, each evidence, the evidence list, watermarks.

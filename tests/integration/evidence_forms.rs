@@ -179,7 +179,9 @@ async fn expand_backfill(
     toml: &str,
 ) -> (Watermarks, backfill::BackfillSummary) {
     let mapping = Mapping::parse(toml, "evidence_forms.toml").expect("mapping");
-    mapping.check_predicates(dialect).expect("predicates parse");
+    mapping
+        .check_predicates(dialect.sql_parser_dialect(), dialect.name())
+        .expect("predicates parse");
     tidemark::schema::preflight(conn, &mapping, dialect)
         .await
         .expect("preflight");

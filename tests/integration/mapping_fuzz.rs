@@ -164,7 +164,7 @@ fn parse_everything(text: &str) -> Result<(), TestCaseError> {
         Err(e) => check(&e)?,
         Ok(m) => {
             for d in Dialect::ALL {
-                if let Err(e) = m.check_predicates(d) {
+                if let Err(e) = m.check_predicates(d.sql_parser_dialect(), d.name()) {
                     check(&e)?;
                     let msg = e.to_string();
                     prop_assert!(
@@ -232,7 +232,8 @@ fn the_valid_mappings_parse() {
     for shape in [SHAPE_PER_MEMBER, SHAPE_PER_MESSAGE] {
         let m = Mapping::parse(&mapping_toml(shape, true), "t.toml").unwrap();
         for d in Dialect::ALL {
-            m.check_predicates(d).unwrap();
+            m.check_predicates(d.sql_parser_dialect(), d.name())
+                .unwrap();
         }
     }
 }

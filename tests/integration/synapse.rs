@@ -338,7 +338,9 @@ async fn synapse(backend: Backend) {
     }
 
     // The mapping's tables, columns and predicates, as every stage checks them first.
-    mapping.check_predicates(dialect).expect("predicates parse");
+    mapping
+        .check_predicates(dialect.sql_parser_dialect(), dialect.name())
+        .expect("predicates parse");
     tidemark::schema::preflight(&mut conn, &mapping, dialect)
         .await
         .expect("preflight");

@@ -101,7 +101,9 @@ async fn total_minus_seen(backend: Backend) {
     )
     .await;
     let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
-    mapping.check_predicates(dialect).unwrap();
+    mapping
+        .check_predicates(dialect.sql_parser_dialect(), dialect.name())
+        .unwrap();
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .unwrap();
