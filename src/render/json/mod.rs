@@ -18,16 +18,13 @@ use crate::stages::expand::ExpandReport;
 use crate::stages::status::Status;
 
 mod contract;
+mod emit;
 use contract::gate;
 pub use contract::{
     contract, ArchiveJson, ContractJson, FailureJson, FinalAuditJson, GateJson, ReasonJson,
     StatementUseJson, StatementsJson,
 };
-
-/// Writes `value` pretty-printed and a newline.
-fn emit<T: Serialize>(w: &mut dyn Write, value: &T) -> io::Result<()> {
-    writeln!(w, "{}", serde_json::to_string_pretty(value)?)
-}
+use emit::emit;
 
 /// The audit summary as one pretty-printed JSON object and a newline (`audit --format json`;
 /// the keys are the fields of [`AuditSummary`]).
