@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 
 use crate::db::Dsn;
+use crate::ledger::RunStatus;
 use crate::mapping::Mapping;
 use crate::stages::status::Status;
 
@@ -28,7 +29,7 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
         )?,
     }
     match &s.last_backfill {
-        Some(b) if b.status == "running" && !s.backfill_alive => writeln!(w,
+        Some(b) if b.status == RunStatus::Running && !s.backfill_alive => writeln!(w,
             "  backfill:  run #{} stopped unfinished (started {}; its process is gone): run backfill again to resume it",
             b.id,
             when(b.started_ms)
@@ -59,18 +60,14 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
     )?;
     let mut trend = Vec::new();
     for a in &s.audits {
-        let summary: serde_json::Value = a
-            .summary
-            .as_deref()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or_default();
-        let result = match (a.status.as_str(), a.passed) {
-            ("done", Some(1)) => "pass",
-            ("done", Some(_)) => "fail",
-            (other, _) => other,
+        let result = match (a.status, a.passed) {
+            (RunStatus::Done, Some(true)) => "pass",
+            (RunStatus::Done, Some(false)) => "fail",
+            (other, _) => other.as_str(),
         };
-        let drifting = summary["drifting_rows"].as_u64();
-        if a.status == "done" && a.fingerprint == mapping.fingerprint {
+        let checked = a.summary.as_ref().map(|r| r.rows_checked);
+        let drifting = a.summary.as_ref().map(|r| r.drifting_rows);
+        if a.status == RunStatus::Done && a.fingerprint == mapping.fingerprint {
             if let Some(d) = drifting {
                 trend.push(d);
             }
@@ -81,10 +78,7 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
             a.id,
             when(a.started_ms),
             result,
-            summary["rows_checked"]
-                .as_u64()
-                .map(|v| v.to_string())
-                .unwrap_or_default(),
+            checked.map(|v| v.to_string()).unwrap_or_default(),
             drifting.map(|v| v.to_string()).unwrap_or_default(),
             if a.fingerprint == mapping.fingerprint {
                 "yes"
