@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use sqlx::AnyConnection;
 
 use crate::dialect::Dialect;
-use crate::ledger::records::AuditOptionsRecord;
+use crate::ledger::records::{AuditOptionsRecord, AuditSummaryRecord};
 use crate::ledger::{self, Entry, RunStatus, Stage};
 use crate::mapping::Mapping;
 use crate::schema;
@@ -28,7 +28,7 @@ pub struct Status {
     /// lock is free was killed: running backfill again resumes it).
     pub backfill_alive: bool,
     /// The newest audits, newest first (at most 10).
-    pub audits: Vec<Entry>,
+    pub audits: Vec<AuditRun>,
     /// Between the two newest complete audits that kept their rows (`--store-rows`):
     /// (newer run, older run, rows drifting now that did not before, rows fixed since).
     pub changes: Option<(i64, i64, i64, i64)>,
@@ -40,6 +40,41 @@ pub struct Status {
     /// dropped, as `table.column` in the mapping's order: a warning, not an error (`status`
     /// still exits 0; `contract`, `backfill` and `audit` refuse such a mapping, exit 2).
     pub missing_contract_columns: Vec<String>,
+}
+
+/// An audit run as `status` shows it: its ledger row read through the typed records.
+#[derive(Debug, Clone)]
+pub struct AuditRun {
+    /// Ledger id.
+    pub id: i64,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// Its verdict: `Some(true)` passed, `Some(false)` failed; `None` when it has none
+    /// (running, incomplete, failed).
+    pub passed: Option<bool>,
+    /// Start, milliseconds since the epoch.
+    pub started_ms: i64,
+    /// The fingerprint of the mapping it ran with (SHA-256 hex).
+    pub fingerprint: String,
+    /// Its summary; `None` when it recorded none or one without the keys of
+    /// [`AuditSummaryRecord`] (a failed audit stores only its error): `status` then leaves the
+    /// counts empty instead of failing.
+    pub summary: Option<AuditSummaryRecord>,
+}
+
+impl AuditRun {
+    /// Reads a ledger row of stage `audit`. The `passed` column holds 1 (passed) or 0 (failed),
+    /// as [`ledger::finish`] writes a verdict; only 1 reads as passed.
+    fn of(e: &Entry) -> AuditRun {
+        AuditRun {
+            id: e.id,
+            status: e.status,
+            passed: e.passed.map(|p| p == 1),
+            started_ms: e.started_ms,
+            fingerprint: e.fingerprint.clone(),
+            summary: AuditSummaryRecord::parse(e.summary.as_deref()).ok(),
+        }
+    }
 }
 
 /// Reads the state of the stages.
@@ -126,7 +161,7 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         migrations,
         watermarks,
         last_backfill,
-        audits,
+        audits: audits.iter().map(AuditRun::of).collect(),
         changes,
         contract_done,
         gate,

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use std::io::{self, Write};
 
-use super::emit;
+use super::emit::emit;
 use crate::gate::{StatementUse, Verdict};
 use crate::mapping::Shape;
 use crate::stages::contract::ContractOutcome;

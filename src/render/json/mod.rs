@@ -10,7 +10,7 @@ use std::io::{self, Write};
 
 use crate::db::Dsn;
 use crate::inspect::InspectOutcome;
-use crate::ledger::Entry;
+use crate::ledger::{Entry, RunStatus};
 use crate::mapping::Mapping;
 use crate::stages::audit::AuditSummary;
 use crate::stages::backfill::BackfillSummary;
@@ -18,16 +18,13 @@ use crate::stages::expand::ExpandReport;
 use crate::stages::status::Status;
 
 mod contract;
+mod emit;
 use contract::gate;
 pub use contract::{
     contract, ArchiveJson, ContractJson, FailureJson, FinalAuditJson, GateJson, ReasonJson,
     StatementUseJson, StatementsJson,
 };
-
-/// Writes `value` pretty-printed and a newline.
-fn emit<T: Serialize>(w: &mut dyn Write, value: &T) -> io::Result<()> {
-    writeln!(w, "{}", serde_json::to_string_pretty(value)?)
-}
+use emit::emit;
 
 /// The audit summary as one pretty-printed JSON object and a newline (`audit --format json`;
 /// the keys are the fields of [`AuditSummary`]).
@@ -152,21 +149,14 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
     let audits = s
         .audits
         .iter()
-        .map(|a| {
-            let summary: serde_json::Value = a
-                .summary
-                .as_deref()
-                .and_then(|t| serde_json::from_str(t).ok())
-                .unwrap_or_default();
-            AuditRunJson {
-                id: a.id,
-                status: a.status.to_string(),
-                passed: a.passed.map(|p| p == 1),
-                started_at: rfc3339(a.started_ms),
-                rows_checked: summary["rows_checked"].as_u64(),
-                drifting_rows: summary["drifting_rows"].as_u64(),
-                same_mapping: a.fingerprint == mapping.fingerprint,
-            }
+        .map(|a| AuditRunJson {
+            id: a.id,
+            status: a.status.to_string(),
+            passed: a.passed,
+            started_at: rfc3339(a.started_ms),
+            rows_checked: a.summary.as_ref().map(|r| r.rows_checked),
+            drifting_rows: a.summary.as_ref().map(|r| r.drifting_rows),
+            same_mapping: a.fingerprint == mapping.fingerprint,
         })
         .collect();
     emit(
@@ -180,7 +170,7 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
             backfill: s
                 .last_backfill
                 .as_ref()
-                .map(|b| run(b, b.status == "running" && s.backfill_alive)),
+                .map(|b| run(b, b.status == RunStatus::Running && s.backfill_alive)),
             audits,
             changes: s.changes.map(|(newer, older, new, fixed)| ChangesJson {
                 newer,
