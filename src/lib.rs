@@ -7,7 +7,7 @@
 
 pub mod app_sql;
 pub mod cli;
-pub mod column_types;
+
 pub mod db;
 pub mod demo;
 pub mod dialect;

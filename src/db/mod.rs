@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::dialect::Dialect;
 use crate::error::input_error;
 
+pub mod catalog;
 pub mod privileges;
 pub mod testing;
 pub mod tx;

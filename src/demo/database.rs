@@ -31,9 +31,9 @@ pub(super) async fn reset_server_database(
     conn: &mut AnyConnection,
     dialect: Dialect,
 ) -> Result<()> {
-    let is_demo = crate::schema::table_exists(conn, dialect, "tidemark_demo").await?;
+    let is_demo = crate::db::catalog::table_exists(conn, dialect, "tidemark_demo").await?;
     for table in DEMO_TABLES {
-        if crate::schema::table_exists(conn, dialect, table).await? {
+        if crate::db::catalog::table_exists(conn, dialect, table).await? {
             if !is_demo {
                 return Err(input_error(format!(
                     "the database already has a table {table:?} and was not made by `tidemark demo`: give the demo an empty database"

@@ -67,7 +67,9 @@ pub struct Joins {
 }
 
 impl Joins {
-    fn new(mapping: &Mapping, dialect: Dialect, refs: RowRefs) -> Joins {
+    /// The rows `refs` names, quoted for `dialect`, from the mapping's `[conversations]` and
+    /// `[users]` sections.
+    pub fn new(mapping: &Mapping, dialect: Dialect, refs: RowRefs) -> Joins {
         let row = |k: &Option<crate::mapping::KeyedTable>| {
             k.as_ref().map(|k| RowIdents {
                 table: dialect.quote(&k.table),

@@ -32,6 +32,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/audit_counter_duplicates.sql"),
     ),
     (
+        "preflight_check.sql",
+        include_str!("../../sql/common/preflight_check.sql"),
+    ),
+    (
+        "preflight_counter_rows.sql",
+        include_str!("../../sql/common/preflight_counter_rows.sql"),
+    ),
+    (
         "subjects.sql",
         include_str!("../../sql/common/subjects.sql"),
     ),

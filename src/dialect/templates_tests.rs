@@ -275,6 +275,13 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         archive_of => (side == "archive").then_some(["'chat.members'", "'seen'"]),
                         exact_type => dialect.exact_decimal(),
                         text_type => dialect.text_type(),
+                        // The preflight's zero-row queries (crate::schema::sections).
+                        select => "this.id",
+                        t => dialect.quote("chat.messages"),
+                        j => crate::dialect::Joins::default(),
+                        conv_col => dialect.quote("conv_id"),
+                        user_col => dialect.quote("user_id"),
+                        conds => [Some("this.deleted = 0"), None],
                         // `tidemark sql app` (crate::app_sql): named binds, the sequence table.
                         bind => minijinja::context! {
                             conv => dialect.placeholder(1),

@@ -224,7 +224,7 @@ pub trait RunnerLocks: Sync {
 pub trait Catalog: Sync {
     /// The type of the SQL expression `expr` (the mapping's `[counter] value`) over the rows
     /// `from` (`<table> this [LEFT JOIN …] WHERE (<rows>)`, already known to resolve), named
-    /// as this engine names types (for [`crate::column_types::family`]), or None when it
+    /// as this engine names types (for [`crate::schema::column_types::family`]), or None when it
     /// cannot tell (a NULL literal; SQLite: no value that is not an integer).
     /// PostgreSQL and MySQL/MariaDB read no row: `pg_typeof` over a zero-row subquery, and the
     /// result set's column type of a zero-row `SELECT`. SQLite has no declared type for an
@@ -245,7 +245,7 @@ pub trait Catalog: Sync {
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>>;
 
     /// A query answering one integer, above 0 when `table` (unquoted, maybe `schema.name`) is
-    /// a view, with its bind values in order ([`crate::schema::is_view`]).
+    /// a view, with its bind values in order ([`crate::db::catalog::is_view`]).
     fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>);
 
     /// Splits a declared column type as `column_type.sql` returns it into the type and the

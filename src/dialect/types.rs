@@ -78,9 +78,12 @@ impl TypeClass {
             TypeClass::Other
         } else if t.contains("int") {
             TypeClass::Integer
-        } else if t.contains("char") || t.contains("text") || t.contains("clob") {
-            TypeClass::Text
-        } else if t.starts_with("enum") || t.starts_with("set(") {
+        } else if t.contains("char")
+            || t.contains("text")
+            || t.contains("clob")
+            || t.starts_with("enum")
+            || t.starts_with("set(")
+        {
             TypeClass::Text
         } else if t.contains("time") || t.contains("date") {
             TypeClass::Timestamp

@@ -12,7 +12,7 @@ pub mod records;
 
 pub use records::{RunStatus, Stage, Tolerance};
 
-use crate::tables::{DRIFT_ROWS_TABLE, LEDGER_TABLE};
+use crate::tables::{ARCHIVE_TABLE, DRIFT_ROWS_TABLE, LEDGER_TABLE};
 use crate::values::{now_ms, text};
 
 /// One ledger row as `status` shows it.
@@ -332,8 +332,6 @@ pub struct DriftRow {
     pub class: &'static str,
 }
 
-/// The drift rows table (`--store-rows`).
-
 /// Inserts one batch's drifting rows for run `id` (multi-row statements of 1000 rows).
 pub async fn store_rows(
     conn: &mut AnyConnection,
@@ -392,6 +390,31 @@ pub async fn drift_changes(conn: &mut AnyConnection, newer: i64, older: i64) -> 
         .fetch_one(&mut *conn)
         .await?;
     Ok((new, fixed))
+}
+
+/// The contract run whose archive holds `table.column`, if any (the newest).
+///
+/// Errors (exit 3): the archive table cannot be read.
+pub async fn archived_by(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    table: &str,
+    column: &str,
+) -> Result<Option<i64>> {
+    if !crate::db::catalog::table_exists(conn, dialect, ARCHIVE_TABLE).await? {
+        return Ok(None);
+    }
+    let sql = format!(
+        "SELECT MAX(contract_id) AS id FROM {ARCHIVE_TABLE} WHERE counter_table = {} AND counter_column = {}",
+        dialect.placeholder(1),
+        dialect.placeholder(2)
+    );
+    let id: Option<i64> = sqlx::query_scalar(&sql)
+        .bind(table.to_string())
+        .bind(column.to_string())
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(id)
 }
 
 /// The newest finished contract run that dropped `column` of `table` (as the mapping names

@@ -81,13 +81,31 @@ pub struct Members {
 }
 
 /// The legacy counter's shape (`shared/spec/semantics.md`, "Legacy shapes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
     /// Shape A (seed 000): one counter per (user, conversation).
+    #[default]
     PerMember,
     /// Shape B (seed 003): one counter per message, how many members have not read it.
     PerMessage,
+}
+
+impl Shape {
+    /// The shape's name as the mapping file, the reports and the ledger write it
+    /// (`per_member`, `per_message`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shape::PerMember => "per_member",
+            Shape::PerMessage => "per_message",
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// `[counter]`.

@@ -117,7 +117,7 @@ pub async fn run(
 
 /// The migrations recorded in `tidemark_schema_history` (empty when the table does not exist).
 pub async fn applied(conn: &mut AnyConnection, dialect: Dialect) -> Result<Vec<Migration>> {
-    if !schema::table_exists(conn, dialect, HISTORY_TABLE).await? {
+    if !crate::db::catalog::table_exists(conn, dialect, HISTORY_TABLE).await? {
         return Ok(Vec::new());
     }
     let mut target = SqlxMigrator {

@@ -84,21 +84,22 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         .iter()
         .map(|m| m.to_string())
         .collect();
-    let watermarks = if schema::table_exists(conn, dialect, &mapping.watermarks.table).await? {
-        let sql = format!(
-            "SELECT COUNT(*) FROM {}",
-            dialect.quote(&mapping.watermarks.table)
-        );
-        Some(
-            sqlx::query_scalar::<_, i64>(&sql)
-                .fetch_one(&mut *conn)
-                .await?,
-        )
-    } else {
-        None
-    };
+    let watermarks =
+        if crate::db::catalog::table_exists(conn, dialect, &mapping.watermarks.table).await? {
+            let sql = format!(
+                "SELECT COUNT(*) FROM {}",
+                dialect.quote(&mapping.watermarks.table)
+            );
+            Some(
+                sqlx::query_scalar::<_, i64>(&sql)
+                    .fetch_one(&mut *conn)
+                    .await?,
+            )
+        } else {
+            None
+        };
     let (last_backfill, audits) =
-        if schema::table_exists(conn, dialect, crate::tables::LEDGER_TABLE).await? {
+        if crate::db::catalog::table_exists(conn, dialect, crate::tables::LEDGER_TABLE).await? {
             (
                 ledger::recent(conn, Stage::Backfill, 1, dialect)
                     .await?

@@ -132,7 +132,7 @@ async fn bad_types_are_refused(backend: Backend) {
     if backend != Backend::Sqlite {
         // Nothing was created by the refused runs.
         assert!(
-            !tidemark::schema::table_exists(&mut conn, dialect, "tidemark_ledger")
+            !tidemark::db::catalog::table_exists(&mut conn, dialect, "tidemark_ledger")
                 .await
                 .unwrap(),
             "{}: a refused expand created the ledger",

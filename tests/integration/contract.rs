@@ -707,7 +707,7 @@ async fn execute_drops_a_table_of_its_own(backend: Backend) {
     let o = s.contract(&opts).await.unwrap();
     check_done(&mut s, &o, "per_member", &before, audit_id).await;
     assert!(
-        !tidemark::schema::table_exists(&mut s.conn, s.dialect, "unread_counters")
+        !tidemark::db::catalog::table_exists(&mut s.conn, s.dialect, "unread_counters")
             .await
             .unwrap()
     );

@@ -39,7 +39,6 @@ use std::collections::BTreeMap;
 use crate::dialect::Dialect;
 use crate::drift::DriftClass;
 use crate::legacy_schema::schema_sql;
-use crate::schema;
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +207,7 @@ pub async fn generate(
     dialect: Dialect,
     opts: &GenerateOptions,
 ) -> Result<GroundTruth> {
-    if !schema::table_exists(conn, dialect, "messages").await? {
+    if !crate::db::catalog::table_exists(conn, dialect, "messages").await? {
         for sql in schema_sql() {
             sqlx::raw_sql(&sql)
                 .execute(&mut *conn)

@@ -8,7 +8,7 @@ use crate::db::Dsn;
 use crate::gate::{self, StatementUse, Verdict};
 use crate::mapping::Shape;
 use crate::stages::contract::{ContractOptions, ContractOutcome};
-use crate::stages::now_ms;
+use crate::values::now_ms;
 
 /// Writes what `contract` decided and did, for people: the gate's verdict with every reason,
 /// the exact DDL, and what was archived and dropped (or why nothing was).

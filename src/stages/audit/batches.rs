@@ -10,29 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::rows::record_row;
-use super::{AuditOptions, AuditSummary};
+use super::types::{AuditSummary, BatchRun};
+use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::ledger;
 use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
-use crate::schema::KeyKind;
-use crate::stages::{begin_snapshot, commit, next_batch, rollback, BatchUnit, Key};
-
-/// What every batch of one audit run shares: the SQL context, the shape, the options and the
-/// kinds of the two key columns (how keys are decoded from the rows).
-#[derive(Clone, Copy)]
-pub(super) struct BatchRun<'a> {
-    /// The mapping rendered for the dialect.
-    pub ctx: &'a SqlContext,
-    /// The counter's shape.
-    pub shape: Shape,
-    /// The run's options.
-    pub opts: &'a AuditOptions,
-    /// The user key's kind.
-    pub user_kind: KeyKind,
-    /// The conversation key's kind.
-    pub conv_kind: KeyKind,
-}
+use crate::stages::batch::{next_batch, BatchUnit, Key};
 
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when

@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::dialect::{Dialect, SqlContext};
 use crate::error::input_error;
 use crate::mapping::Mapping;
-use crate::schema;
 use crate::stages::{MinAge, Scope};
 
 /// The `--min-age` filter ([`MinAge`]: conversations with a message newer than now - `age`
@@ -36,7 +35,7 @@ pub(crate) async fn quiescence(
         q(&mapping.messages.conversation),
         q(created),
     );
-    let declared = schema::column_type(conn, &ctx, &mapping.messages.table, created)
+    let declared = crate::db::catalog::column_type(conn, &ctx, &mapping.messages.table, created)
         .await?
         .unwrap_or_default()
         .to_ascii_lowercase();

@@ -5,8 +5,7 @@
 use anyhow::Result;
 use sqlx::Row;
 
-use super::batches::BatchRun;
-use super::{AuditSummary, Example};
+use super::types::{AuditSummary, BatchRun, Example};
 use crate::drift::{classify, Facts, Membership};
 use crate::ledger;
 use crate::mapping::Shape;

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use std::path::Path;
 
-use super::{AuditOptions, AuditSummary};
+use super::types::{AuditOptions, AuditSummary};
 use crate::error::input_error;
 use crate::mapping::Mapping;
 

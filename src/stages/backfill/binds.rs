@@ -7,8 +7,8 @@ use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 use sqlx::Any;
 
-use super::super::Batch;
 use crate::dialect::{Dialect, RangeParams};
+use crate::stages::batch::Batch;
 
 /// The marker character around a bound's letter in a rendered template (never in SQL text).
 const MARK: char = '\u{1}';

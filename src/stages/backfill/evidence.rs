@@ -10,11 +10,12 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
-use super::super::{begin_snapshot, commit, rollback, Batch, Scope};
 use super::binds::{markers, number, Numbered};
-use super::BackfillSummary;
+use super::summary::BackfillSummary;
+use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::mapping::{EvidenceKind, Mapping};
+use crate::stages::batch::{Batch, Scope};
 
 /// How the settle time applies to a run.
 #[derive(Debug, Clone, Default)]
@@ -206,7 +207,7 @@ pub(super) async fn run_batch(
             // What the model change loses, for this batch: rows whose unread number will
             // differ once the counter is gone, read after the write in the same transaction
             // (one commit a batch, and the count never missing from a committed batch).
-            summary.unread_changes += super::count_changes(conn, ctx, batch).await?;
+            summary.unread_changes += count_changes(conn, ctx, batch).await?;
             summary.counted_changes = true;
         }
         crate::ledger::set_checkpoint(
@@ -261,4 +262,19 @@ fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Resu
     summary.members += batch.rows;
     summary.batches += 1;
     Ok(())
+}
+
+/// Rows of a batch whose stored counter differs from the unread recomputed from the
+/// watermarks (the audit's one-pass statement of the batch, uncapped, counted in the database).
+/// Run inside the batch's write transaction, after its write: it reads the batch's own new
+/// watermarks, and its count is committed with them and the checkpoint.
+async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
+    let sql = crate::stages::audit::batch_statement(ctx, batch, None, true)?;
+    let q = sqlx::query(&sql).persistent(false);
+    let n: Option<i64> = crate::stages::audit::bind_batch(batch, ctx, true, q)
+        .fetch_one(&mut *conn)
+        .await
+        .context("counting the rows whose unread number changes")?
+        .try_get("n")?;
+    Ok(n.unwrap_or(0).max(0) as u64)
 }

@@ -6,14 +6,13 @@
 use anyhow::{Context, Result};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use serde::{Deserialize, Serialize};
-use sqlx::{AnyConnection, Row};
-use std::collections::BTreeMap;
+use sqlx::AnyConnection;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{next_batch, Batch, BatchUnit, Key, Scope};
+use super::{next_batch, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
 use crate::ledger::records::BackfillOptionsRecord;
@@ -94,69 +93,6 @@ impl Default for BackfillOptions {
     }
 }
 
-/// What a backfill did (for a resumed run: all its parts together).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct BackfillSummary {
-    /// Members considered (every member row, active or not, or counter rows without
-    /// `[members]`).
-    pub members: u64,
-    /// Batches run.
-    pub batches: u64,
-    /// Watermarks created (no row before).
-    pub written: u64,
-    /// Existing watermarks moved forward.
-    pub advanced: u64,
-    /// Existing watermarks already at or past the evidence (left as they were).
-    pub unchanged: u64,
-    /// Active members with no evidence at all (no watermark written).
-    pub no_evidence: u64,
-    /// Members who left (not active) with no position or timestamp evidence: no watermark
-    /// written, and none is owed (semantics.md "Backfill"). Absent in ledgers written before
-    /// members who left were considered.
-    #[serde(default)]
-    pub left_without_evidence: u64,
-    /// Watermarks per evidence kind (provenance).
-    pub by_source: BTreeMap<String, u64>,
-    /// Counters that no watermark can represent: k < 0 or k greater than the countable
-    /// messages (semantics.md, Backfill 3).
-    pub unrepresentable_counters: u64,
-    /// Batches that hit a lock wait and were retried.
-    pub retried_batches: u64,
-    /// Existing watermarks left alone because the only evidence was the counter.
-    pub kept_over_counter: u64,
-    /// Whether `unread_changes` was counted (not with `--skip-change-count`).
-    pub counted_changes: bool,
-    /// Counter rows (per message: messages) whose unread number will differ once the counters
-    /// are gone: the stored value differs from the one recomputed from the new watermarks.
-    pub unread_changes: u64,
-    /// The settle time in seconds this run left young conversations out with (semantics.md
-    /// "Backfill", settle time); `None` when off or not possible (no `messages.created_at`).
-    #[serde(default)]
-    pub settle_time_s: Option<u64>,
-    /// The mapping derives watermarks as "everything up to the newest message" (counter,
-    /// timestamp or own message evidence) but has no `messages.created_at`: a position whose
-    /// transaction had not committed yet may be covered (the hazard is not guarded).
-    #[serde(default)]
-    pub settle_unguarded: bool,
-    /// Conversations with a message younger than the settle time whose members' derived
-    /// watermarks were left for a later run (counted once per batch that met them).
-    #[serde(default)]
-    pub left_unsettled: u64,
-    /// Members left without a watermark for that reason (run the backfill again later).
-    #[serde(default)]
-    pub left_unsettled_members: u64,
-    /// When this run continued an interrupted one: the batches that run had finished.
-    pub resumed_after_batches: Option<u64>,
-    /// When this run continued an interrupted one: the last conversation of its checkpoint
-    /// (the run went on after it), as text.
-    #[serde(default)]
-    pub resumed_after: Option<String>,
-    /// Stopped by Ctrl-C before the last batch (run again to continue).
-    pub interrupted: bool,
-    /// The ledger run id.
-    pub ledger_id: Option<i64>,
-}
-
 /// The checkpoint stored in the ledger after every batch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Checkpoint {
@@ -189,7 +125,7 @@ pub async fn run(
         (mapping.watermarks.table.as_str(), "watermark"),
         (crate::tables::LEDGER_TABLE, "ledger"),
     ] {
-        if !schema::table_exists(conn, dialect, table).await? {
+        if !crate::db::catalog::table_exists(conn, dialect, table).await? {
             return Err(input_error(format!(
                 "the {what} table {table:?} does not exist: run `tidemark expand` first"
             )));
@@ -481,21 +417,6 @@ async fn run_batches(
     result.map(|()| summary)
 }
 
-/// Rows of a batch whose stored counter differs from the unread recomputed from the
-/// watermarks (the audit's one-pass statement of the batch, uncapped, counted in the database).
-/// Run inside the batch's write transaction, after its write: it reads the batch's own new
-/// watermarks, and its count is committed with them and the checkpoint.
-async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
-    let sql = super::audit::batch_statement(ctx, batch, None, true)?;
-    let q = sqlx::query(&sql).persistent(false);
-    let n: Option<i64> = super::audit::bind_batch(batch, ctx, true, q)
-        .fetch_one(&mut *conn)
-        .await
-        .context("counting the rows whose unread number changes")?
-        .try_get("n")?;
-    Ok(n.unwrap_or(0).max(0) as u64)
-}
-
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {
     let sub = render(
         "subjects.sql",
@@ -558,7 +479,9 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
 
 mod binds;
 mod evidence;
+mod summary;
 mod throttle;
 
 use evidence::{run_batch, settle_predicate, CheckpointOf, Record, Settle};
+pub use summary::BackfillSummary;
 pub use throttle::throttle_delay;

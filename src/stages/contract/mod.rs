@@ -38,9 +38,7 @@ pub use execute::FinalAudit;
 pub use options::{check_options, ContractOptions, Hook};
 pub use plan::plan;
 use state::last_contract;
-pub use state::table_columns;
 pub use state::{dropped_by, verdict};
-pub use targets::archived_by;
 pub use targets::TargetArchive;
 
 use anyhow::{Context, Result};
@@ -193,13 +191,13 @@ pub async fn run(
         return targets::run(conn, mapping, dialect, opts).await;
     }
     let ctx = SqlContext::new(mapping, dialect);
-    if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
+    if !crate::db::catalog::table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Err(input_error(
             "the ledger table tidemark_ledger does not exist: run `tidemark expand`, `backfill` and `audit` first",
         ));
     }
     let mut target = target_of(mapping, opts);
-    if schema::is_view(conn, dialect, &target.table).await? {
+    if crate::db::catalog::is_view(conn, dialect, &target.table).await? {
         return Err(input_error(format!(
             "the counter lives in {:?}, which is a view: contract drops a column of a table; map the table that holds the counter (the view's base table) to contract it",
             target.table
@@ -207,7 +205,7 @@ pub async fn run(
     }
 
     // Already dropped?
-    let columns = table_columns(conn, &ctx, &target.table).await?;
+    let columns = crate::db::catalog::table_columns(conn, &ctx, &target.table).await?;
     let has_column = columns
         .iter()
         .any(|c| c.eq_ignore_ascii_case(&target.column));
@@ -244,7 +242,7 @@ pub async fn run(
         };
     }
     schema::preflight(conn, mapping, dialect).await?;
-    if !schema::table_exists(conn, dialect, ARCHIVE_TABLE).await? {
+    if !crate::db::catalog::table_exists(conn, dialect, ARCHIVE_TABLE).await? {
         return Err(input_error(format!(
             "the archive table {ARCHIVE_TABLE} does not exist: run `tidemark expand` (migration V3__counter_archive)"
         )));

@@ -5,30 +5,12 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::{target_of, ContractOptions, Target};
-use crate::dialect::{render, Dialect, SqlContext};
+use crate::dialect::{Dialect, SqlContext};
 use crate::gate::{self, read_audits, statement_use, GateOptions};
 use crate::ledger;
 use crate::mapping::Mapping;
-use crate::schema;
 use crate::tables::LEDGER_TABLE;
 use crate::values::now_ms;
-
-/// The columns of `table`, in order (empty when it does not exist).
-pub async fn table_columns(
-    conn: &mut AnyConnection,
-    ctx: &SqlContext,
-    table: &str,
-) -> Result<Vec<String>> {
-    let sql = render("contract_columns.sql", ctx, minijinja::context! {})?;
-    let mut q = sqlx::query(&sql);
-    for bind in ctx.dialect.catalog().table_columns_binds(table) {
-        q = q.bind(bind);
-    }
-    let rows = q.fetch_all(&mut *conn).await?;
-    rows.iter()
-        .map(|r| Ok(crate::values::text(r, "name")?.unwrap_or_default()))
-        .collect()
-}
 
 /// The target `status` reads: the counter column, or with a `[contract]` section its first
 /// target (the one a finished `[contract]` run records as its `target` in the ledger).
@@ -72,7 +54,7 @@ pub async fn dropped_by(
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<Option<i64>> {
-    if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
+    if !crate::db::catalog::table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Ok(None);
     }
     let target = status_target(mapping);

@@ -29,9 +29,11 @@ use std::time::Duration;
 use super::archive::checksum;
 use super::execute::{evidence, final_audit, run_plan};
 use super::{
-    dependents, plan, runner_lock_name, table_columns, ArchiveSummary, ContractOptions,
-    ContractOutcome, Keys, Target, ARCHIVE_TABLE,
+    dependents, plan, runner_lock_name, ArchiveSummary, ContractOptions, ContractOutcome, Keys,
+    Target, ARCHIVE_TABLE,
 };
+use crate::db::catalog::table_columns;
+use crate::db::tx::{begin_write, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::{input_error, EXIT_DRIFT, EXIT_OK};
 use crate::gate::{self, read_audits, statement_use};
@@ -39,8 +41,9 @@ use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::{self, RunnerLock};
 use crate::mapping::{ContractTargets, DropColumn, Mapping, Shape};
 use crate::schema::{self, KeyKind};
-use crate::stages::{begin_write, commit, now_ms, rollback, BatchUnit};
+use crate::stages::batch::BatchUnit;
 use crate::tables::LEDGER_TABLE;
+use crate::values::now_ms;
 
 /// One target's archive, as verified.
 #[derive(Debug, Clone, Serialize)]
@@ -96,7 +99,7 @@ pub(super) async fn run(
     }
     for p in &mut planned {
         let t = &p.target;
-        if schema::is_view(conn, dialect, &t.table).await? {
+        if crate::db::catalog::is_view(conn, dialect, &t.table).await? {
             return Err(input_error(format!(
                 "[contract] names {:?}, which is a view: contract drops columns of tables; name the table that holds the column",
                 t.table
@@ -109,7 +112,7 @@ pub(super) async fn run(
             columns.iter().any(|c| c.eq_ignore_ascii_case(&t.column))
         };
         if !present {
-            match archived_by(conn, dialect, &t.table, &t.column).await? {
+            match crate::ledger::archived_by(conn, dialect, &t.table, &t.column).await? {
                 Some(id) => p.done_by = Some(id),
                 None if columns.is_empty() => {
                     return Err(input_error(format!(
@@ -167,12 +170,12 @@ pub(super) async fn run(
     if resumed_from.is_none() {
         schema::preflight(conn, mapping, dialect).await?;
     }
-    if !schema::table_exists(conn, dialect, LEDGER_TABLE).await? {
+    if !crate::db::catalog::table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Err(input_error(
             "the ledger table tidemark_ledger does not exist: run `tidemark expand`, `backfill` and `audit` first",
         ));
     }
-    if !schema::table_exists(conn, dialect, ARCHIVE_TABLE).await? {
+    if !crate::db::catalog::table_exists(conn, dialect, ARCHIVE_TABLE).await? {
         return Err(input_error(format!(
             "the archive table {ARCHIVE_TABLE} does not exist: run `tidemark expand` (migration V3__counter_archive)"
         )));
@@ -524,31 +527,6 @@ async fn archive_checksum(
 /// literal.
 fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
-}
-
-/// The contract run whose archive holds `table.column`, if any (the newest).
-///
-/// Errors (exit 3): the archive table cannot be read.
-pub async fn archived_by(
-    conn: &mut AnyConnection,
-    dialect: Dialect,
-    table: &str,
-    column: &str,
-) -> Result<Option<i64>> {
-    if !schema::table_exists(conn, dialect, ARCHIVE_TABLE).await? {
-        return Ok(None);
-    }
-    let sql = format!(
-        "SELECT MAX(contract_id) AS id FROM {ARCHIVE_TABLE} WHERE counter_table = {} AND counter_column = {}",
-        dialect.placeholder(1),
-        dialect.placeholder(2)
-    );
-    let id: Option<i64> = sqlx::query_scalar(&sql)
-        .bind(table.to_string())
-        .bind(column.to_string())
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(id)
 }
 
 /// The audit that covered contract run `run`'s archive (its final audit).

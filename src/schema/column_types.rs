@@ -11,10 +11,10 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
+use crate::db::catalog::column_type;
 use crate::dialect::{Dialect, SqlContext, TypeClass};
 use crate::error::input_error;
 use crate::mapping::{EvidenceKind, Mapping};
-use crate::schema::column_type;
 
 /// How a type class reads in a message ("text", "a date/time type"…).
 fn describe(class: TypeClass, declared: &str) -> String {

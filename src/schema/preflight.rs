@@ -1,0 +1,290 @@
+//! The preflight: before any stage writes anything, every mapped table, column and predicate
+//! must exist, parse and have the right type, so that a mapping mistake is reported as bad
+//! input (exit 2) naming the mapping key and where it is written, not as a database error in
+//! the middle of a stage.
+
+use anyhow::Result;
+use sqlx::AnyConnection;
+
+use super::column_types;
+use super::sections::{checked_table, section_checks, SectionCheck};
+use crate::db::catalog::{table_columns, table_exists};
+use crate::db::privileges::{denied, is_permission_denied, Privilege};
+use crate::dialect::{render, Dialect, SqlContext};
+use crate::error::input_error;
+use crate::mapping::{Combine, Mapping, Shape};
+use crate::tables::LEDGER_TABLE;
+use crate::values::text;
+
+/// Checks that every table, column and predicate of the mapping is usable by running
+/// `SELECT <columns> FROM <table> WHERE (<predicate>) AND 1 = 0` for each section
+/// ([`super::sections`]): the database parses and resolves it but reads no row.
+///
+/// First the declared type of every mapped column ([`column_types::check`]) and the `[contract]
+/// columns`; last the type of `[counter] value` ([`column_types::check_value`]) and one counter
+/// row per member.
+///
+/// Errors (exit 2): a column or expression of the wrong type, named by its mapping key; the
+/// first section that fails, named by the mapping key at fault (its table, a column or a
+/// predicate, each tried alone with a zero-row query) with where it is written
+/// (`tidemark.toml:21:10: evidence[1].column = "nope" does not match the database: …`) and the
+/// database's message. Exit 3: a lock wait, a missing privilege (named with its GRANT), a
+/// database failure.
+pub async fn preflight(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    column_types::check(conn, mapping, dialect).await?;
+    check_contract_columns(conn, mapping, dialect).await?;
+    for check in &section_checks(mapping, dialect)? {
+        if let Err(e) = sqlx::raw_sql(&check.sql).execute(&mut *conn).await {
+            return Err(section_failed(conn, mapping, dialect, check, e).await);
+        }
+    }
+    column_types::check_value(
+        conn,
+        mapping,
+        dialect,
+        &counter_rows_from(mapping, dialect)?,
+    )
+    .await?;
+    check_counter_rows(conn, mapping, dialect).await
+}
+
+/// The counter's own rows as the stages read them, for the type of `[counter] value`:
+/// `<counter table> this [LEFT JOIN … conv] [LEFT JOIN … usr] WHERE (<rows>)`.
+fn counter_rows_from(mapping: &Mapping, dialect: Dialect) -> Result<String> {
+    let ctx = SqlContext::new(mapping, dialect);
+    render("preflight_counter_rows.sql", &ctx, minijinja::context! {})
+}
+
+/// The error of a section check that failed: a lock wait or a missing privilege as they are
+/// (exit 3), a database error pinned on the mapping key at fault (exit 2).
+async fn section_failed(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    check: &SectionCheck,
+    e: sqlx::Error,
+) -> anyhow::Error {
+    let section = check.section.as_str();
+    let e = anyhow::Error::from(e);
+    if Dialect::error_is_lock_wait(&e) {
+        return e.context(format!(
+            "checking mapping {section}: another session holds a lock"
+        ));
+    }
+    if is_permission_denied(&e) {
+        let table = checked_table(mapping, section);
+        return denied(conn, dialect, &table, &[Privilege::Select], &e).await;
+    }
+    let e = e.downcast::<sqlx::Error>().expect("a sqlx error");
+    if !matches!(e, sqlx::Error::Database(_)) {
+        return e.into();
+    }
+    // The check's own table alias means nothing to the reader.
+    let why = e
+        .as_database_error()
+        .map(|d| d.message().replace("this.", ""))
+        .unwrap_or_default();
+    let dropped = if section == "[counter]" {
+        match dropped_by(conn, mapping, dialect).await.ok().flatten() {
+            Some(id) => format!(" (the counter was dropped by contract run #{id}: there is nothing left to backfill from or audit)"),
+            None => dropped_columns(conn, mapping, dialect)
+                .await
+                .ok()
+                .filter(|d| !d.is_empty())
+                .map(|d| format!(" (the counter's columns were dropped by {}: there is nothing left to backfill from or audit)", d.join(", ")))
+                .unwrap_or_default(),
+        }
+    } else {
+        String::new()
+    };
+    input_error(match key_at_fault(conn, dialect, check).await {
+        Some((key, value, why)) => format!(
+            "{} = {value:?} does not match the database: {why}{dropped}",
+            mapping.located(&key)
+        ),
+        None => format!("mapping {section} does not match the database: {why}{dropped}"),
+    })
+}
+
+/// The mapping key at fault in a failed preflight `check`, with its value and the database's
+/// message: its table when the table does not exist, else the first of its keys whose own
+/// zero-row query fails. None when each succeeds alone.
+async fn key_at_fault(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    check: &SectionCheck,
+) -> Option<(String, String, String)> {
+    let (table_key, table) = &check.table;
+    if !table_exists(conn, dialect, table).await.unwrap_or(true) {
+        return Some((
+            table_key.clone(),
+            table.clone(),
+            format!("table {table:?} not found"),
+        ));
+    }
+    for (key, value, sql) in &check.parts {
+        if let Err(e) = sqlx::raw_sql(sql).execute(&mut *conn).await {
+            let why = e
+                .as_database_error()
+                .map(|d| d.message().replace("this.", ""))
+                .unwrap_or_else(|| e.to_string());
+            return Some((key.clone(), value.clone(), why));
+        }
+    }
+    None
+}
+
+/// The `[contract] columns` entries (`drop = "columns"`) must name existing columns, unless a
+/// contract run dropped them (its archive in `tidemark_counter_archive` holds them: then the
+/// `[counter]` check reports which run dropped what).
+///
+/// Errors (exit 2): the first missing column, named with the key `[contract] columns`. Exit 3:
+/// the catalog or the archive cannot be read.
+async fn check_contract_columns(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    match missing_contract_columns(conn, mapping, dialect).await?.first() {
+        None => Ok(()),
+        Some(dc) => Err(input_error(format!(
+            "{} = \"{}.{}\": column {:?} not found in table {:?} (and tidemark_counter_archive holds no archive of it)",
+            mapping.located("contract.columns"),
+            dc.table,
+            dc.column,
+            dc.column,
+            dc.table
+        ))),
+    }
+}
+
+/// The `[contract] columns` entries (`drop = "columns"`, in the mapping's order) that name a
+/// column the database does not have (any more) and that no contract run dropped (none of
+/// them is archived in `tidemark_counter_archive`). Empty without such a section. The
+/// preflight refuses the first (exit 2); `status` warns about each.
+///
+/// Errors (exit 3): the catalog or the archive cannot be read.
+pub async fn missing_contract_columns(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Vec<crate::mapping::DropColumn>> {
+    if mapping.contract.is_none() {
+        return Ok(Vec::new());
+    }
+    let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() else {
+        return Ok(Vec::new());
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    let mut missing = Vec::new();
+    for dc in cols {
+        let present = table_columns(conn, &ctx, &dc.table).await?;
+        if present.iter().any(|p| p.eq_ignore_ascii_case(&dc.column)) {
+            continue;
+        }
+        if crate::ledger::archived_by(conn, dialect, &dc.table, &dc.column)
+            .await?
+            .is_some()
+        {
+            continue;
+        }
+        missing.push(dc);
+    }
+    Ok(missing)
+}
+
+/// The `[contract] columns` a contract run dropped, each as `contract run #N (table.column)`,
+/// grouped per run: `contract run #4 (conv.msg_total, conv.seen)`. Empty without a
+/// `[contract]` section or when nothing was archived.
+///
+/// Errors (exit 3): the catalog or the archive cannot be read.
+async fn dropped_columns(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Vec<String>> {
+    if mapping.contract.is_none() {
+        return Ok(Vec::new());
+    }
+    let crate::mapping::ContractTargets::Columns(cols) = mapping.contract_targets() else {
+        return Ok(Vec::new());
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    let mut runs: Vec<(i64, Vec<String>)> = Vec::new();
+    for dc in cols {
+        let present = table_columns(conn, &ctx, &dc.table).await?;
+        if present.iter().any(|p| p.eq_ignore_ascii_case(&dc.column)) {
+            continue;
+        }
+        let Some(id) = crate::ledger::archived_by(conn, dialect, &dc.table, &dc.column).await?
+        else {
+            continue;
+        };
+        let name = format!("{}.{}", dc.table, dc.column);
+        match runs.iter_mut().find(|(r, _)| *r == id) {
+            Some((_, names)) => names.push(name),
+            None => runs.push((id, vec![name])),
+        }
+    }
+    Ok(runs
+        .into_iter()
+        .map(|(id, names)| format!("contract run #{id} ({})", names.join(", ")))
+        .collect())
+}
+
+/// Under `[counter] value` / `rows` without `combine = "sum"`, a member must have one counter
+/// row: several are bad input (issue 12), named with how many members and the first of them.
+///
+/// Errors: exit 2 when a member has several rows; exit 3 when the database fails.
+async fn check_counter_rows(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    if !mapping.counter_is_expression()
+        || mapping.counter.combine == Some(Combine::Sum)
+        || mapping.counter.shape != Shape::PerMember
+    {
+        return Ok(());
+    }
+    let ctx = SqlContext::new(mapping, dialect);
+    let sql = render(
+        "audit_counter_duplicates.sql",
+        &ctx,
+        minijinja::context! { text_type => dialect.text_type() },
+    )?;
+    let Some(row) = sqlx::query(&sql).fetch_optional(&mut *conn).await? else {
+        return Ok(());
+    };
+    let members: i64 = sqlx::Row::try_get(&row, "members")?;
+    let rows: i64 = sqlx::Row::try_get(&row, "n")?;
+    Err(input_error(format!(
+        "[counter]: {members} member(s) have several counter rows in {} (the first: conversation {}, user {}: {rows} rows); keep one per member with `rows = \"…\"` or add `combine = \"sum\"`",
+        mapping.counter_table(),
+        text(&row, "conv")?.unwrap_or_default(),
+        text(&row, "usr")?.unwrap_or_default(),
+    )))
+}
+
+/// The contract run that dropped the mapping's counter column, if the ledger exists and one
+/// did (for the preflight's message about a counter that is gone).
+async fn dropped_by(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Option<i64>> {
+    if !table_exists(conn, dialect, LEDGER_TABLE).await? {
+        return Ok(None);
+    }
+    crate::ledger::contract_that_dropped(
+        conn,
+        dialect,
+        mapping.counter_table(),
+        &mapping.counter.column,
+    )
+    .await
+}

@@ -1,0 +1,180 @@
+//! The audit's data: its options, the summary it records and returns, an example row, and
+//! what every batch of one run shares ([`BatchRun`]). A leaf of the audit folder: the run
+//! ([`super::run`]), the batch loop, the row decoding and the summary checks all read it.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::dialect::SqlContext;
+use crate::ledger::records::Checked;
+use crate::mapping::Shape;
+use crate::progress::Reporter;
+use crate::schema::KeyKind;
+use crate::stages::{Key, Scope};
+
+/// Options of an audit run.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// `--cap N`: compare as "N+" (counting stops at N+1).
+    pub cap: Option<i64>,
+    /// Where the CSV report goes.
+    pub report: PathBuf,
+    /// Rows per batch (counter rows, or messages for per_message), whole conversations.
+    pub batch_size: u64,
+    /// Record the run in the ledger (false: `--no-ledger`, writes nothing to the database).
+    pub ledger: bool,
+    /// Tolerance: drifting rows allowed (default 0).
+    pub max_drift_rows: u64,
+    /// Tolerance: drifting rows / rows checked allowed (default 0).
+    pub max_drift_ratio: f64,
+    /// Tolerance: largest |drift| allowed (default 0; NULL counters count as drifting rows).
+    pub max_abs_drift: i64,
+    /// Which of the three limits above are checked (interface.md: all when no tolerance
+    /// option is given; once any is given, only those given).
+    pub checked: Checked,
+    /// Accept an audit whose scope checks no row (`--allow-empty`); without it such an audit
+    /// is an error (exit 2), so a mistyped range in a cron job does not stay green.
+    pub allow_empty: bool,
+    /// No progress output.
+    pub quiet: bool,
+    /// Where progress goes (default: nowhere; the command line shows a bar).
+    pub progress: Reporter,
+    /// Stop after the batch that crosses this much time; the run is recorded as incomplete
+    /// (exit 4) and `resume` continues it.
+    pub run_time: Option<Duration>,
+    /// Continue the newest incomplete audit of this mapping with the same options.
+    pub resume: bool,
+    /// Write a Prometheus text-format file (node_exporter's textfile collector) at the end.
+    pub metrics_file: Option<PathBuf>,
+    /// Also write every drifting row into `tidemark_drift_rows` with the run id.
+    pub store_rows: bool,
+    /// `--conversations FROM..TO` and `--sample`.
+    pub scope: Scope,
+    /// How the scope was given, for the summary and the ledger (e.g. "conversations 1..500").
+    pub scope_description: Vec<String>,
+    /// The longest lock wait of one statement.
+    pub lock_timeout: Duration,
+    /// Leave out conversations whose newest message is younger than this (writes still in
+    /// flight in the application are not drift). Needs `messages.created_at`.
+    pub min_age: Option<Duration>,
+    /// Set by the command line on Ctrl-C or SIGTERM: stop after the current batch, as
+    /// `--run-time` does (the rows so far kept in `REPORT.partial`, the run recorded as
+    /// incomplete, exit 4; `--resume` continues it).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            cap: None,
+            report: PathBuf::from("tidemark-drift.csv"),
+            batch_size: 5000,
+            ledger: true,
+            max_drift_rows: 0,
+            max_drift_ratio: 0.0,
+            max_abs_drift: 0,
+            checked: Checked::default(),
+            allow_empty: false,
+            quiet: true,
+            progress: Reporter::default(),
+            run_time: None,
+            resume: false,
+            metrics_file: None,
+            store_rows: false,
+            scope: Scope::default(),
+            scope_description: Vec::new(),
+            lock_timeout: Duration::from_secs(2),
+            min_age: None,
+            stop: None,
+        }
+    }
+}
+
+/// An example row of a class, for the human summary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Example {
+    /// Conversation key.
+    pub conversation: String,
+    /// User key (per_member) or message position (per_message).
+    pub subject: String,
+    /// Stored value (clamped under a cap).
+    pub stored: Option<i64>,
+    /// Recomputed value (clamped under a cap).
+    pub recomputed: i64,
+}
+
+/// The audit's result (what the ledger, `--format json` and the exit code rest on).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuditSummary {
+    /// Shape audited.
+    pub shape: Shape,
+    /// Rows compared (counter rows, or messages).
+    pub rows_checked: u64,
+    /// Rows whose stored value differs from the recomputed one (NULL counters included).
+    pub drifting_rows: u64,
+    /// Sum of |drift| (rows checked in full; NULL counters add nothing).
+    pub sum_abs_drift: i64,
+    /// Largest |drift|.
+    pub max_abs_drift: i64,
+    /// Drifting rows per class, every class listed.
+    pub by_class: BTreeMap<String, u64>,
+    /// Up to 3 example rows per class.
+    pub examples: BTreeMap<String, Vec<Example>>,
+    /// `--cap`, if given.
+    pub cap: Option<i64>,
+    /// Tolerance limits crossed (empty when the audit passed).
+    pub crossed: Vec<String>,
+    /// Whether drift is within tolerance.
+    pub passed: bool,
+    /// The report's path.
+    pub report: String,
+    /// The report's SHA-256 (hex).
+    pub report_sha256: String,
+    /// Batches run.
+    pub batches: u64,
+    /// Wall time, milliseconds.
+    pub duration_ms: u64,
+    /// The ledger run id (None with `--no-ledger`).
+    pub ledger_id: Option<i64>,
+    /// Whether every row in scope was covered (false: stopped at `--run-time`).
+    pub complete: bool,
+    /// Parts the run took (1, plus one per `--resume`).
+    pub parts: u64,
+    /// The scope, when not the whole table (`--conversations`, `--sample`).
+    pub scope: Vec<String>,
+    /// Conversations left out by `--min-age` (their newest message was too young).
+    pub left_out_recent: u64,
+    /// The last conversation covered (the checkpoint), for an incomplete run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Key>,
+    /// What stopped an incomplete run: `"signal"` (Ctrl-C or SIGTERM) or `"run_time"`
+    /// (`--run-time` reached); None for a complete run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+}
+
+/// The outcome of [`run`].
+#[derive(Debug, Clone)]
+pub struct AuditOutcome {
+    /// The summary (of every part of a resumed run).
+    pub summary: AuditSummary,
+}
+
+/// What every batch of one audit run shares: the SQL context, the shape, the options and the
+/// kinds of the two key columns (how keys are decoded from the rows).
+#[derive(Clone, Copy)]
+pub struct BatchRun<'a> {
+    /// The mapping rendered for the dialect.
+    pub ctx: &'a SqlContext,
+    /// The counter's shape.
+    pub shape: Shape,
+    /// The run's options.
+    pub opts: &'a AuditOptions,
+    /// The user key's kind.
+    pub user_kind: KeyKind,
+    /// The conversation key's kind.
+    pub conv_kind: KeyKind,
+}
