@@ -1,22 +1,7 @@
-//! Exit codes and the error kinds that choose them.
-//!
-//! The codes are a contract (`shared/spec/interface.md`, "Exit codes"): cron jobs and release
-//! checklists branch on them, so every error that leaves the library carries exactly one.
+//! The kinds of error tidemark tells apart: bad input (named, exit 2) and failures (exit 3).
+//! Which exit code each kind gets is decided in one place, [`crate::cli::Outcome`].
 
 use std::fmt;
-
-/// Done; for `audit`, drift within tolerance.
-pub const EXIT_OK: u8 = 0;
-/// `audit` found drift above tolerance.
-pub const EXIT_DRIFT: u8 = 1;
-/// Bad usage, bad mapping or bad input, named with the file/line or table/column at fault.
-pub const EXIT_USAGE: u8 = 2;
-/// Database or I/O failure: connection refused, lock timeout after retries, disk full.
-pub const EXIT_FAILURE: u8 = 3;
-
-/// Stopped before covering every row (`audit --run-time`, or an audit or a backfill stopped by
-/// Ctrl-C or SIGTERM); running the command again continues from the checkpoint.
-pub const EXIT_INCOMPLETE: u8 = 4;
 
 /// Bad input from the person running tidemark: a mapping file that does not parse, an
 /// identifier that is not one, a table or column that does not exist. Maps to exit code 2.
@@ -54,10 +39,20 @@ pub fn describe(error: &anyhow::Error) -> String {
     out
 }
 
-/// The exit code for an error: 2 when any cause in its chain is an [`InputError`] or a
-/// database URL option the driver rejects (sqlx's configuration error), else 3
-/// (database and I/O failures, and anything unforeseen: a failure never exits 0 or 1).
-pub fn exit_code(error: &anyhow::Error) -> u8 {
+/// What kind of error a command ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad usage, a bad mapping or bad input ([`InputError`], or a database URL option the
+    /// driver rejects).
+    BadInput,
+    /// A database or I/O failure, or anything unforeseen.
+    Failure,
+}
+
+/// The kind of an error: [`ErrorKind::BadInput`] when any cause in its chain is an
+/// [`InputError`] or a database URL option the driver rejects (sqlx's configuration error),
+/// else [`ErrorKind::Failure`].
+pub fn kind(error: &anyhow::Error) -> ErrorKind {
     let bad_configuration = error.chain().any(|cause| {
         matches!(
             cause.downcast_ref::<sqlx::Error>(),
@@ -65,8 +60,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         )
     });
     if bad_configuration || error.chain().any(|cause| cause.is::<InputError>()) {
-        EXIT_USAGE
+        ErrorKind::BadInput
     } else {
-        EXIT_FAILURE
+        ErrorKind::Failure
     }
 }

@@ -1,21 +1,10 @@
-//! The `tidemark` binary: parse, run, print the error, exit with the documented code. This is
-//! the only place where an outcome or an error becomes an exit code.
+//! The `tidemark` binary: parse, run, print the error, exit with the documented code. Every
+//! ending, an error included, becomes a [`Outcome`] here, and its code comes from the one table
+//! of exit codes, [`Outcome::code`].
 
 use clap::Parser;
 use std::process::ExitCode;
 use tidemark::cli::Outcome;
-use tidemark::error::{EXIT_DRIFT, EXIT_INCOMPLETE, EXIT_OK};
-
-/// The exit code of a command that ended without an error (`shared/spec/interface.md`).
-fn exit_code(outcome: Outcome) -> u8 {
-    match outcome {
-        Outcome::Done => EXIT_OK,
-        Outcome::DriftAboveTolerance | Outcome::GateClosed | Outcome::MappingIncomplete => {
-            EXIT_DRIFT
-        }
-        Outcome::Incomplete => EXIT_INCOMPLETE,
-    }
-}
 
 fn main() -> ExitCode {
     // Output piped into `head` ends quietly, as in other Unix tools, instead of panicking.
@@ -31,9 +20,9 @@ fn main() -> ExitCode {
             let _ = e.print();
             // clap exits 0 for --help/--version and 2 for usage errors, as interface.md wants.
             return ExitCode::from(if e.use_stderr() {
-                tidemark::error::EXIT_USAGE
+                Outcome::BadInput.code()
             } else {
-                0
+                Outcome::Done.code()
             });
         }
     };
@@ -45,14 +34,14 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tidemark: cannot start the async runtime: {e}");
-            return ExitCode::from(tidemark::error::EXIT_FAILURE);
+            return ExitCode::from(Outcome::Failed.code());
         }
     };
     match runtime.block_on(tidemark::cli::run(cli)) {
-        Ok(outcome) => ExitCode::from(exit_code(outcome)),
+        Ok(outcome) => ExitCode::from(outcome.code()),
         Err(e) => {
             eprintln!("tidemark: error: {}", tidemark::error::describe(&e));
-            ExitCode::from(tidemark::error::exit_code(&e))
+            ExitCode::from(Outcome::of_error(&e).code())
         }
     }
 }

@@ -9,6 +9,7 @@ use super::contract::ContractArgs;
 use super::inspect::InspectArgs;
 use super::sql::SqlArgs;
 use super::values::{at_least, parse_ratio, rate, Common, Format};
+use crate::stages::batch::DEFAULT_BATCH_SIZE;
 
 /// Move a live chat database from unread counters to read watermarks, in stages:
 /// expand, backfill, audit (and later contract).
@@ -109,7 +110,7 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub common: Common,
     /// Most members per batch (whole conversations; a batch never splits one).
-    #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
+    #[arg(long, default_value_t = DEFAULT_BATCH_SIZE, value_parser = at_least::<u64>(1))]
     pub batch_size: u64,
     /// Time target per batch: the size follows the last batches' timings, up to --batch-size
     /// ("0s" keeps --batch-size fixed).
@@ -165,7 +166,7 @@ pub struct AuditArgs {
     #[arg(long, value_name = "N", value_parser = at_least::<i64>(1))]
     pub cap: Option<i64>,
     /// Rows per batch (counter rows, or messages for per_message).
-    #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
+    #[arg(long, default_value_t = DEFAULT_BATCH_SIZE, value_parser = at_least::<u64>(1))]
     pub batch_size: u64,
     /// Tolerance: drifting rows allowed. With no tolerance option any drifting row fails;
     /// once any is given, only the limits given are checked.

@@ -7,6 +7,8 @@ use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::PathBuf;
 
+use super::outcome::Outcome;
+
 /// `tidemark completions` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompletionsArgs {
@@ -23,15 +25,6 @@ pub struct ManArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
-
-/// The exit codes, as the man page's EXIT STATUS section (`shared/spec/interface.md`).
-pub const EXIT_STATUS: &[(&str, &str)] = &[
-    ("0", "success; for audit, drift within tolerance; for contract, the gate is open (or the counter was dropped, or there is nothing to drop)"),
-    ("1", "audit: drift above tolerance; contract: the gate is closed; inspect: no complete mapping"),
-    ("2", "bad input: usage, URL, mapping file, schema that does not match it"),
-    ("3", "the database failed (connection, statement, lock wait given up)"),
-    ("4", "incomplete: stopped before covering every row (audit --run-time, an audit or a backfill stopped by a signal); run the same command again (audit: with --resume) to continue"),
-];
 
 /// Writes the completion script for `shell` of the command line `cmd` (`Cli::command()`) to
 /// `out`.
@@ -55,9 +48,10 @@ fn page(cmd: clap::Command, out: &mut dyn Write) -> Result<()> {
     man.render_subcommands_section(out)?;
     let mut roff = clap_mangen::roff::Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in EXIT_STATUS {
+    for (outcome, meaning) in Outcome::MEANINGS {
+        let code = outcome.code().to_string();
         roff.control("TP", []);
-        roff.text([clap_mangen::roff::bold(*code)]);
+        roff.text([clap_mangen::roff::bold(code.as_str())]);
         roff.text([clap_mangen::roff::roman(*meaning)]);
     }
     roff.to_writer(out)?;

@@ -5,9 +5,11 @@ use anyhow::Result;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::outcome::Outcome;
 use super::values::{at_least, Common, Format};
 use crate::db::Dsn;
 use crate::gate::GateOptions;
+use crate::stages::batch::DEFAULT_BATCH_SIZE;
 use crate::stages::contract::{
     check_options, run, ContractFailed, ContractOptions, ContractOutcome,
 };
@@ -59,7 +61,7 @@ pub struct ContractArgs {
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = at_least::<usize>(0))]
     pub lock_retries: usize,
     /// Counter rows (or messages) archived per transaction, whole conversations.
-    #[arg(long, default_value_t = 5000, value_parser = at_least::<u64>(1))]
+    #[arg(long, default_value_t = DEFAULT_BATCH_SIZE, value_parser = at_least::<u64>(1))]
     pub batch_size: u64,
     /// Output format (progress stays on stderr).
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -89,15 +91,16 @@ impl ContractArgs {
             lock_retries: self.lock_retries,
             batch_size: self.batch_size,
             quiet: self.quiet,
+            #[cfg(feature = "test-hooks")]
             before_ddl: None,
         }
     }
 }
 
 /// `tidemark contract`: connects, runs [`run`], prints the verdict (every reason), the exact
-/// DDL and what was done, and returns the exit code (0 open / done / nothing to drop, 1 closed;
-/// errors are returned for the caller to map to 2 or 3).
-pub async fn run_cli(args: ContractArgs) -> Result<u8> {
+/// DDL and what was done, and returns how it ended (done: open, dropped or nothing to drop;
+/// the gate closed); errors are returned, after a failed `--execute` has been printed.
+pub async fn run_cli(args: ContractArgs) -> Result<Outcome> {
     let (dsn, mapping) = args.common.resolve()?;
     let opts = args.options();
     check_options(&opts)?;
@@ -107,22 +110,40 @@ pub async fn run_cli(args: ContractArgs) -> Result<u8> {
         Err(e) => {
             // A failure during --execute: what was found and done is still shown.
             if let Some(failed) = e.downcast_ref::<ContractFailed>() {
-                print(&failed.outcome, &dsn, &opts, args.format);
+                print(
+                    &failed.outcome,
+                    Outcome::of_error(&e),
+                    &dsn,
+                    &opts,
+                    args.format,
+                );
             }
             return Err(e);
         }
     };
-    print(&outcome, &dsn, &opts, args.format);
-    Ok(outcome.exit_code)
+    let ended = if outcome.gate_closed() {
+        Outcome::GateClosed
+    } else {
+        Outcome::Done
+    };
+    print(&outcome, ended, &dsn, &opts, args.format);
+    Ok(ended)
 }
 
 /// Prints an outcome on stdout, for people ([`crate::render::text::contract`]) or scripts
-/// ([`crate::render::json::contract`]); a closed pipe ends the output quietly.
-pub fn print(o: &ContractOutcome, dsn: &Dsn, opts: &ContractOptions, format: Format) {
+/// ([`crate::render::json::contract`], with the exit code `ended` gives); a closed pipe ends
+/// the output quietly.
+pub fn print(
+    o: &ContractOutcome,
+    ended: Outcome,
+    dsn: &Dsn,
+    opts: &ContractOptions,
+    format: Format,
+) {
     let mut out = std::io::stdout().lock();
     let _ = match format {
         Format::Text => crate::render::text::contract(&mut out, o, dsn, opts),
-        Format::Json => crate::render::json::contract(&mut out, o),
+        Format::Json => crate::render::json::contract(&mut out, o, ended.code()),
     };
 }
 

@@ -46,7 +46,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Backfill(args) => run_backfill(args, out).await,
         Command::Audit(args) => run_audit(args, out).await,
         Command::Status(args) => run_status(args, out).await,
-        Command::Contract(args) => run_contract(args).await,
+        Command::Contract(args) => contract::run_cli(args).await,
         Command::Inspect(args) => inspect::run_cli(args).await,
         Command::Plan(args) => run_plan(args, out).await,
         Command::Sql(args) => {
@@ -191,16 +191,6 @@ async fn run_status(args: ReadArgs, out: &mut dyn Write) -> Result<Outcome> {
         Format::Text => text::status(out, &s, &dsn, &mapping)?,
     }
     Ok(Outcome::Done)
-}
-
-/// `tidemark contract`: the gate's exit code as an outcome (0 done, 1 gate closed).
-async fn run_contract(args: contract::ContractArgs) -> Result<Outcome> {
-    let code = contract::run_cli(args).await?;
-    Ok(if code == crate::error::EXIT_OK {
-        Outcome::Done
-    } else {
-        Outcome::GateClosed
-    })
 }
 
 /// `tidemark plan`: every statement of every stage, as text or JSON. Writes nothing.

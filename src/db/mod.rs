@@ -271,7 +271,7 @@ mod tests {
         );
         assert_eq!(Dsn::parse("sqlite:x.db").unwrap().dialect, Dialect::Sqlite);
         let err = Dsn::parse("oracle://u:pw@h/db").unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), 2);
+        assert_eq!(crate::error::kind(&err), crate::error::ErrorKind::BadInput);
         assert!(!err.to_string().contains("pw@"), "{err}");
     }
 
@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(dsn.expose(), "postgres://u:hunter2@h/db");
         let missing = dir.path().join("nope");
         let err = Dsn::from_args(None, Some(&missing)).unwrap_err();
-        assert_eq!(crate::error::exit_code(&err), 2);
+        assert_eq!(crate::error::kind(&err), crate::error::ErrorKind::BadInput);
         assert!(
             err.to_string().contains(&missing.display().to_string()),
             "{err}"
@@ -310,7 +310,10 @@ mod tests {
         ] {
             let e = format!("{:#}", Dsn::parse(text).err().unwrap());
             assert!(!e.contains("S3cretPw"), "{text}: {e}");
-            assert_eq!(crate::error::exit_code(&Dsn::parse(text).unwrap_err()), 2);
+            assert_eq!(
+                crate::error::kind(&Dsn::parse(text).unwrap_err()),
+                crate::error::ErrorKind::BadInput
+            );
         }
         let e = format!("{:#}", Dsn::parse("oracle://u:S3cretPw@h/db").unwrap_err());
         assert!(

@@ -273,6 +273,10 @@ pub enum BatchUnit {
     Messages,
 }
 
+/// The rows a batch holds by default (`--batch-size`): members, counter rows or messages of
+/// whole conversations, for the backfill, the audit and the contract's archive alike.
+pub const DEFAULT_BATCH_SIZE: u64 = 5000;
+
 /// How many conversations the first bounds query of a batch reads; each further one reads
 /// [`BOUNDS_GROWTH`] times more. A batch of 5 000 members of direct messages and small groups
 /// (about four members each) needs some 1 250 conversations: two queries reading ~1 300

@@ -440,7 +440,7 @@ async fn lock_held(backend: Backend) {
     let err = backfill::run(&mut conn, &mapping, dsn.dialect, &opts)
         .await
         .unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 3, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 3, "{err:#}");
     assert!(tidemark::lock::is_lock_wait(&err), "a lock wait: {err:#}");
     let release = match backend {
         Backend::Mysql => "UNLOCK TABLES",
@@ -494,7 +494,7 @@ async fn one_runner(backend: Backend) {
         started.elapsed() < Duration::from_secs(5),
         "refused at once"
     );
-    assert_eq!(tidemark::error::exit_code(&err), 3);
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 3);
     let msg = format!("{err:#}");
     assert!(
         msg.contains("already running") && msg.contains("held by") || msg.contains("process"),
@@ -537,7 +537,7 @@ async fn one_runner_sqlite() {
     )
     .await
     .unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 3);
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 3);
     assert!(
         format!("{err:#}").contains("process 1 on elsewhere"),
         "{err:#}"

@@ -288,7 +288,7 @@ fn evidence_policy_bad_value() {
         msg.contains("\"first\"") && msg.contains("\"highest\""),
         "{msg}"
     );
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{msg}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{msg}");
     let unknown = format!(
         "{}\n[backfill]\norder = \"first\"\n",
         scenario::mapping_toml("per_member", false)

@@ -285,7 +285,7 @@ fn reasons(o: &ContractOutcome) -> Vec<Reason> {
 fn assert_closed(o: &ContractOutcome, what: &str, pred: impl Fn(&Reason) -> bool) {
     let v = o.verdict.as_ref().expect("a verdict");
     assert!(!v.open, "{what}: the gate is open");
-    assert_eq!(o.exit_code, 1, "{what}");
+    assert!(o.gate_closed(), "{what}");
     assert!(!o.executed, "{what}");
     assert!(
         v.reasons.iter().any(pred),
@@ -464,7 +464,7 @@ async fn gate_closed_for_each_reason(backend: Backend) {
         ..two.clone()
     };
     let o = s.contract(&closed).await.unwrap();
-    assert_eq!(o.exit_code, 1);
+    assert!(o.gate_closed());
     assert!(!o.executed);
     assert!(s.column_exists("unread_counters", "unread_count").await);
     assert_eq!(
@@ -485,7 +485,7 @@ async fn gate_open_dry_run_changes_nothing(backend: Backend) {
         .count("SELECT COUNT(*) FROM tidemark_ledger WHERE stage = 'audit'")
         .await;
     let o = s.contract(&s.opts()).await.unwrap();
-    assert_eq!(o.exit_code, 0);
+    assert!(!o.gate_closed());
     assert!(o.verdict.as_ref().unwrap().open);
     assert!(!o.executed);
     let ddl = o.ddl.join("\n");
@@ -543,7 +543,7 @@ async fn check_done(
     before: &BTreeMap<(i64, String), Option<i64>>,
     relied_on: i64,
 ) {
-    assert_eq!(o.exit_code, 0, "{:?}", o.verdict);
+    assert!(!o.gate_closed(), "{:?}", o.verdict);
     assert!(o.executed);
     let final_audit = o.final_audit.as_ref().expect("a final audit");
     assert!(final_audit.passed);
@@ -595,7 +595,7 @@ async fn check_done(
         })
         .await
         .unwrap();
-    assert_eq!(again.exit_code, 0);
+    assert!(!again.gate_closed());
     assert!(!again.executed);
     let msg = again.nothing_to_drop.expect("nothing to drop");
     assert!(msg.contains(&format!("#{contract_id}")), "{msg}");
@@ -667,7 +667,7 @@ async fn execute_drops_the_column_per_message(backend: Backend) {
         })
         .await
         .unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     let o = s
         .contract(&ContractOptions {
             execute: true,
@@ -730,7 +730,7 @@ async fn final_audit_inside_the_gate_must_pass(backend: Backend) {
         })
         .await
         .unwrap();
-    assert_eq!(o.exit_code, 1);
+    assert!(o.gate_closed());
     assert!(!o.executed);
     let final_audit = o.final_audit.as_ref().expect("the final audit ran");
     assert!(!final_audit.passed);
@@ -823,7 +823,7 @@ async fn lock_after_archive_keeps_column_and_archive(backend: Backend) {
     };
     let started = std::time::Instant::now();
     let err = s.contract(&opts).await.unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 3, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 3, "{err:#}");
     assert!(tidemark::lock::is_lock_wait(&err), "a lock wait: {err:#}");
     assert!(format!("{err:#}").contains("intact"), "{err:#}");
     assert!(started.elapsed() >= Duration::from_secs(2), "retried once");
@@ -875,7 +875,7 @@ async fn force_with_reason_bypasses_a_closed_gate(backend: Backend) {
         })
         .await
         .unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 2);
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2);
     // Drift, and no clean audit: the gate is closed, the final audit fails too.
     s.exec("UPDATE unread_counters SET unread_count = 40 WHERE conv_id = 1 AND user_id = 'u1'")
         .await;
@@ -893,7 +893,7 @@ async fn force_with_reason_bypasses_a_closed_gate(backend: Backend) {
         .await
         .unwrap();
     assert!(o.executed);
-    assert_eq!(o.exit_code, 0);
+    assert!(!o.gate_closed());
     assert_eq!(o.forced.as_deref(), Some(reason));
     let v = o.verdict.as_ref().unwrap();
     assert!(!v.open);
@@ -950,10 +950,10 @@ async fn cli_exit_codes(backend: Backend) {
         Wrap::try_parse_from(argv).unwrap().args
     };
     // Closed: exit 1.
-    assert_eq!(run_cli(args(&[])).await.unwrap(), 1);
+    assert_eq!(run_cli(args(&[])).await.unwrap().code(), 1);
     // Bad input: exit 2.
     let err = run_cli(args(&["--force"])).await.unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 2);
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2);
     let err = run_cli(args(&[
         "--drop-table",
         "--execute",
@@ -990,19 +990,23 @@ async fn cli_exit_codes(backend: Backend) {
         Wrap::try_parse_from(argv).unwrap().args
     };
     // Open: exit 0; with --execute: done, exit 0; again: nothing to drop, exit 0.
-    assert_eq!(run_cli(args(&[])).await.unwrap(), 0);
+    assert_eq!(run_cli(args(&[])).await.unwrap().code(), 0);
     assert_eq!(
-        run_cli(args(&["--min-clean-audits", "2"])).await.unwrap(),
+        run_cli(args(&["--min-clean-audits", "2"]))
+            .await
+            .unwrap()
+            .code(),
         1
     );
     assert_eq!(
         run_cli(args(&["--execute", "--audit-report", &report]))
             .await
-            .unwrap(),
+            .unwrap()
+            .code(),
         0
     );
     assert!(!s.column_exists("unread_counters", "unread_count").await);
-    assert_eq!(run_cli(args(&["--execute"])).await.unwrap(), 0);
+    assert_eq!(run_cli(args(&["--execute"])).await.unwrap().code(), 0);
     s.finish().await;
 }
 
@@ -1163,7 +1167,7 @@ async fn sqlite_trigger_using_the_counter_is_refused() {
     };
     s.audit().await;
     let err = s.contract(&s.opts()).await.unwrap_err();
-    assert_eq!(tidemark::error::exit_code(&err), 2);
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2);
     assert!(err.to_string().contains("bump"), "{err}");
     s.finish().await;
 }

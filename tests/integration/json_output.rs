@@ -403,10 +403,14 @@ fn completions_and_man_page_cover_every_command() {
         assert!(man.stdout.contains(c.as_str()), "man page lacks {c}");
     }
     assert!(man.stdout.contains("EXIT STATUS"));
-    for (code, meaning) in tidemark::cli::completions::EXIT_STATUS {
+    for (outcome, meaning) in tidemark::cli::Outcome::MEANINGS {
         // roff escapes hyphens: compare the words before the first colon.
         let head = meaning.split(':').next().unwrap();
-        assert!(man.stdout.contains(head), "man page lacks exit {code}");
+        assert!(
+            man.stdout.contains(head),
+            "man page lacks exit {}",
+            outcome.code()
+        );
     }
 
     let out = dir.path().join("man1");

@@ -583,7 +583,7 @@ async fn contract(
     )
     .await
     .expect("contract --execute");
-    if !(outcome.executed && outcome.exit_code == 0) {
+    if !outcome.executed || outcome.gate_closed() {
         problems.push(format!("contract --execute did not drop: {outcome:?}"));
         return;
     }
@@ -825,7 +825,7 @@ async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
             text.contains("1 key(s) of the archive") && text.contains(&room),
             "{text}"
         );
-        assert_eq!(tidemark::error::exit_code(&err), 2, "{text}");
+        assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{text}");
     }
     let n: i64 = sqlx::query_scalar("SELECT COUNT(unread_count) FROM event_push_summary")
         .fetch_one(&mut conn)

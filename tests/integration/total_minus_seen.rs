@@ -379,7 +379,7 @@ async fn total_minus_seen(backend: Backend) {
     let err = backfill::run(&mut conn, &mapping, dialect, &Default::default())
         .await
         .expect_err("backfill after the contract");
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(&want), "{err:#}");
     let err = audit::run(
         &mut conn,
@@ -392,7 +392,7 @@ async fn total_minus_seen(backend: Backend) {
     )
     .await
     .expect_err("audit after the contract");
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(&want), "{err:#}");
     drop(conn);
     let _ = Dialect::ALL;
@@ -438,17 +438,17 @@ async fn missing_contract_column(backend: Backend) {
     let err = expand::run(&mut conn, &mapping, dialect, true)
         .await
         .expect_err("plan (expand dry run)");
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(want), "{err:#}");
     let err = expand::run(&mut conn, &mapping, dialect, false)
         .await
         .expect_err("expand");
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(want), "{err:#}");
     let err = backfill::run(&mut conn, &mapping, dialect, &Default::default())
         .await
         .expect_err("backfill");
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(want), "{err:#}");
     let tmp = tempfile::tempdir().unwrap();
     let err = audit::run(
@@ -462,7 +462,7 @@ async fn missing_contract_column(backend: Backend) {
     )
     .await
     .expect_err("audit");
-    assert_eq!(tidemark::error::exit_code(&err), 2, "{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 2, "{err:#}");
     assert!(format!("{err:#}").contains(want), "{err:#}");
 
     // `status` warns instead, and still exits 0: after an expand under the good mapping, the
@@ -549,7 +549,7 @@ INSERT INTO read_pos (conv_id, user_id, pos) VALUES (1, 2, 0);
         "{msg}"
     );
     assert!(msg.contains("conversation 1, user 1: 2 rows"), "{msg}");
-    assert_eq!(tidemark::error::exit_code(&e), 2, "{msg}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&e), 2, "{msg}");
 
     let tmp = tempfile::tempdir().unwrap();
     for (counter, drifting) in [

@@ -6,7 +6,6 @@ use std::io::{self, Write};
 
 use super::emit::emit;
 use crate::gate::{StatementUse, Verdict};
-use crate::mapping::Shape;
 use crate::stages::contract::ContractOutcome;
 
 /// The contract gate's verdict.
@@ -182,16 +181,13 @@ pub struct FailureJson {
     pub detail: Option<String>,
 }
 
-/// `contract --format json`: [`ContractJson`]. `exit_code` is the process's exit code (3
-/// when the run failed during `--execute`).
-pub fn contract(w: &mut dyn Write, o: &ContractOutcome) -> io::Result<()> {
+/// `contract --format json`: [`ContractJson`]. `exit_code` is the process's exit code, as the
+/// command line decided it (3 when the run failed during `--execute`).
+pub fn contract(w: &mut dyn Write, o: &ContractOutcome, exit_code: u8) -> io::Result<()> {
     emit(
         w,
         &ContractJson {
-            shape: match o.target.shape {
-                Shape::PerMember => "per_member",
-                Shape::PerMessage => "per_message",
-            },
+            shape: o.target.shape.as_str(),
             table: o.target.table.clone(),
             column: o.target.column.clone(),
             drop_table: o.target.drop_table,
@@ -239,11 +235,7 @@ pub fn contract(w: &mut dyn Write, o: &ContractOutcome) -> io::Result<()> {
                 message: f.message.clone(),
                 detail: f.detail.clone(),
             }),
-            exit_code: if o.failure.is_some() {
-                crate::error::EXIT_FAILURE
-            } else {
-                o.exit_code
-            },
+            exit_code,
         },
     )
 }

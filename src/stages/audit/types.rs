@@ -70,7 +70,7 @@ impl Default for AuditOptions {
         AuditOptions {
             cap: None,
             report: PathBuf::from("tidemark-drift.csv"),
-            batch_size: 5000,
+            batch_size: crate::stages::batch::DEFAULT_BATCH_SIZE,
             ledger: true,
             max_drift_rows: 0,
             max_drift_ratio: 0.0,

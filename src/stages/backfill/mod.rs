@@ -75,7 +75,7 @@ pub struct BackfillOptions {
 impl Default for BackfillOptions {
     fn default() -> Self {
         BackfillOptions {
-            batch_size: 5000,
+            batch_size: crate::stages::batch::DEFAULT_BATCH_SIZE,
             chunk_time: Duration::from_millis(500),
             dry_run: false,
             quiet: true,

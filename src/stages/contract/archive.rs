@@ -1,15 +1,21 @@
-//! The archive: counter values copied batch by batch into `tidemark_counter_archive`, their
-//! checksum (source and archive), and the CSV copy (`--archive FILE`).
+//! The archive: a target's values copied batch by batch into `tidemark_counter_archive`, its
+//! verification (every row with its keys and value, and the checksums of the source and the
+//! archive), and the CSV copy (`--archive FILE`).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use std::path::Path;
 
-use super::{Keys, Target};
+use super::target::{Keys, Target};
+use crate::db::tx::{begin_write, commit, rollback};
 use crate::dialect::{render, SqlContext};
-use crate::stages::{begin_write, commit, next_batch, now_ms, rollback, Key, Scope};
-use crate::values::text;
+use crate::stages::batch::{next_batch, Key, Scope};
+use crate::tables::ARCHIVE_TABLE;
+use crate::values::{now_ms, text};
+
+/// Rows per page when the archive is read back for its CSV copy.
+const CSV_PAGE_ROWS: u64 = 5000;
 
 /// A checksum of counter values: rows, non-NULL values, their sum and sum of squares (exact
 /// decimals as text).
@@ -42,9 +48,10 @@ pub struct ArchiveSummary {
     pub csv_sha256: Option<String>,
 }
 
-/// Copies the counter values into the archive table as rows of contract run `contract_id`,
-/// one transaction per batch of whole conversations.
-pub(super) async fn archive_rows(
+/// Copies a target's values into the archive table as rows of contract run `contract_id`,
+/// one transaction per batch of whole conversations (`ctx` is the target's:
+/// [`super::target::keys_of`]).
+pub async fn archive_rows(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     keys: &Keys,
@@ -73,7 +80,7 @@ pub(super) async fn archive_rows(
                 p => (1..=5).map(|n| d.placeholder(n)).collect::<Vec<_>>(),
                 range => batch.params(d, 6),
                 key_conv => keys.conv.clone(),
-                key_subject => keys.subject.clone(),
+                key_subject => (!keys.subject.is_empty()).then(|| keys.subject.clone()),
                 subject_col => keys.subject_col,
             },
         )?;
@@ -88,7 +95,8 @@ pub(super) async fn archive_rows(
             Ok(_) => commit(conn).await?,
             Err(e) => {
                 rollback(conn).await;
-                return Err(anyhow::Error::from(e).context("archiving the counter values"));
+                return Err(anyhow::Error::from(e)
+                    .context(format!("archiving the values of {}", target.describe())));
             }
         }
         lo = Some(batch.hi);
@@ -97,15 +105,20 @@ pub(super) async fn archive_rows(
     Ok(())
 }
 
-/// The checksum of the counter column (`side` "source") or of one contract run's archive
-/// (`side` "archive", `contract_id` given).
-pub(super) async fn checksum(
+/// The checksum of a target's column (`side` "source", `contract_id` None) or of its rows in
+/// one contract run's archive (`side` "archive", `contract_id` given).
+pub async fn checksum(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     keys: &Keys,
-    side: &str,
+    target: &Target,
     contract_id: Option<i64>,
 ) -> Result<Checksum> {
+    let side = if contract_id.is_some() {
+        "archive"
+    } else {
+        "source"
+    };
     let sql = render(
         "contract_checksum.sql",
         ctx,
@@ -115,6 +128,7 @@ pub(super) async fn checksum(
             exact_type => ctx.dialect.exact_decimal(),
             text_type => ctx.dialect.text_type(),
             key_conv => keys.conv.clone(),
+            archive_of => archive_of(target),
         },
     )?;
     let mut q = sqlx::query(&sql);
@@ -133,8 +147,73 @@ pub(super) async fn checksum(
     })
 }
 
+/// Verifies a target's archive of contract run `contract_id`: no row of the column is missing
+/// from it with the same keys and value, and its checksum equals the column's. Returns the
+/// archive's checksum.
+///
+/// Errors (exit 3): the archive does not verify (a value changed while archiving?), or the
+/// database fails; nothing was dropped.
+pub async fn verify(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    target: &Target,
+    contract_id: i64,
+) -> Result<Checksum> {
+    let source = checksum(conn, ctx, keys, target, None).await?;
+    let archived = checksum(conn, ctx, keys, target, Some(contract_id)).await?;
+    let sql = render(
+        "contract_missing.sql",
+        ctx,
+        minijinja::context! {
+            param => ctx.dialect.placeholder(1),
+            key_conv => keys.conv.clone(),
+            key_subject => (!keys.subject.is_empty()).then(|| keys.subject.clone()),
+            subject_col => keys.subject_col,
+            archive_of => archive_of(target),
+        },
+    )?;
+    let missing: i64 = sqlx::query_scalar(&sql)
+        .bind(contract_id)
+        .fetch_one(&mut *conn)
+        .await
+        .context("verifying the archive")?;
+    if missing != 0 || source != archived {
+        bail!(
+            "the archive of {} (contract run #{contract_id}) does not verify: {missing} row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); {} not dropped",
+            target.describe(),
+            target.describe()
+        );
+    }
+    Ok(archived)
+}
+
+/// The target's table and column as SQL string literals (identifiers the mapping validated),
+/// which pick its rows out of a run's archive.
+fn archive_of(target: &Target) -> [String; 2] {
+    let literal = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    [literal(&target.table), literal(&target.column)]
+}
+
+/// The audit that covered contract run `run`'s archive (its final audit), for a run that
+/// resumes after it dropped a first target.
+pub async fn audit_of_run(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    run: i64,
+) -> Result<Option<i64>> {
+    let sql = format!(
+        "SELECT MAX(audit_id) AS id FROM {ARCHIVE_TABLE} WHERE contract_id = {}",
+        ctx.dialect.placeholder(1)
+    );
+    Ok(sqlx::query_scalar(&sql)
+        .bind(run)
+        .fetch_one(&mut *conn)
+        .await?)
+}
+
 /// An exact decimal as text without a fractional part of zeros (`12.000` is `12`).
-pub(super) fn normalise_decimal(s: &str) -> String {
+fn normalise_decimal(s: &str) -> String {
     let s = s.trim();
     match s.split_once('.') {
         Some((int, frac)) if frac.chars().all(|c| c == '0') => int.to_string(),
@@ -144,7 +223,7 @@ pub(super) fn normalise_decimal(s: &str) -> String {
 
 /// Writes a contract run's archive to a CSV (temporary file, fsync, rename) and returns the
 /// checksum of what was written and the file's SHA-256.
-pub(super) async fn write_csv(
+pub async fn write_csv(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     keys: &Keys,
@@ -169,7 +248,7 @@ pub(super) async fn write_csv(
             minijinja::context! {
                 p => [d.placeholder(1), d.placeholder(2)],
                 subject_col => keys.subject_col,
-                limit => 5000,
+                limit => CSV_PAGE_ROWS,
             },
         )?;
         let mut last = 0i64;
@@ -228,7 +307,7 @@ pub(super) async fn write_csv(
 ///
 /// Errors: exit 2 naming the table, the number of such keys and the first conversation; exit 3
 /// for a database failure.
-pub(super) async fn refuse_ambiguous_keys(
+pub async fn refuse_ambiguous_keys(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
     conv: &str,
@@ -246,7 +325,7 @@ pub(super) async fn refuse_ambiguous_keys(
         .with_context(|| format!("checking that the archive keys of {target} name one row each"))?;
     let n: i64 = row.try_get("n")?;
     if n > 0 {
-        let first = crate::values::text(&row, 1)?.unwrap_or_default();
+        let first = text(&row, 1)?.unwrap_or_default();
         return Err(crate::error::input_error(format!(
             "{target}: {n} key(s) of the archive ({}) name several rows of the table (the first in conversation {first}), e.g. one row per thread; the archive could not tell their values apart, so tidemark will not drop the column: archive and drop it yourself, or keep one row per key",
             if subject.is_some() { "conversation and subject" } else { "conversation" }

@@ -1,105 +1,170 @@
-//! `--execute` after the gate: the final audit, the archive and its verification, the DDL
-//! under a bounded lock wait, and the evidence the ledger keeps with the run.
+//! `--execute` once the gate is open (or bypassed by `--force --reason`): under the contract's
+//! runner lock and recorded in the ledger from the start, the final audit, then per target its
+//! archive, the archive's verification and the drop; the ledger then records what was done
+//! with the evidence. One sequence for every mapping: the counter column alone, several
+//! `[contract]` columns, a table, or nothing (`drop = "nothing"`: the decision is recorded).
 
-use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use anyhow::Result;
 use sqlx::AnyConnection;
-use std::path::PathBuf;
-use std::time::Duration;
 
-use super::archive::{archive_rows, checksum, write_csv};
-use super::{
-    ArchiveSummary, Checksum, ContractOptions, ContractOutcome, Keys, Target, ARCHIVE_TABLE,
-    DEFAULT_AUDIT_REPORT,
-};
-use crate::dialect::{render, Dialect, DropPlan, DropStep, SqlContext};
-use crate::error::{EXIT_DRIFT, EXIT_OK};
-use crate::gate::{self, db_message, Reason, Tolerance};
-use crate::ledger::records::{AuditOptionsRecord, Checked};
-use crate::lock;
+use super::archive::{archive_rows, audit_of_run, verify, write_csv, ArchiveSummary};
+use super::ddl::drop_with_retries;
+use super::evidence::evidence;
+use super::final_audit::final_audit;
+use super::options::ContractOptions;
+use super::outcome::{ContractOutcome, TargetArchive};
+use super::planning::{Planned, TargetPlan};
+use super::test_pause::pause_at;
+use crate::dialect::SqlContext;
+use crate::gate;
+use crate::ledger::{self, records::ContractOptionsRecord, RunStatus, Stage};
+use crate::lock::RunnerLock;
 use crate::mapping::Mapping;
-use crate::stages::audit;
-use crate::tables::LEDGER_TABLE;
+use crate::tables::ARCHIVE_TABLE;
 
-/// The final audit run inside the gate.
-#[derive(Debug, Clone, Serialize)]
-pub struct FinalAudit {
-    /// Its ledger id.
-    pub id: Option<i64>,
-    /// Whether it passed.
-    pub passed: bool,
-    /// The limits it crossed.
-    pub crossed: Vec<String>,
-    /// The tolerance it ran with.
-    pub tolerance: Tolerance,
-    /// Rows checked.
-    pub rows_checked: u64,
-    /// Drifting rows.
-    pub drifting_rows: u64,
-    /// Its report.
-    pub report: String,
-    /// The report's SHA-256.
-    pub report_sha256: String,
+/// The runner lock's name of a contract on this mapping (the engine adds the database where
+/// its named locks are server-wide: [`crate::dialect::RunnerLocks::runner_lock_name`]).
+fn runner_lock_name(fingerprint: &str) -> String {
+    format!("tidemark:contract:{}", &fingerprint[..16])
 }
 
-/// `--execute` after the gate: final audit, archive, verification, DDL.
-#[allow(clippy::too_many_arguments)] // one call site, in `run`: the run's whole state
-pub(super) async fn execute(
+/// What one `--execute` run works on.
+pub struct Run<'a> {
+    /// The mapping.
+    pub mapping: &'a Mapping,
+    /// Its SQL context.
+    pub ctx: &'a SqlContext,
+    /// The targets and their plans.
+    pub planned: &'a [Planned],
+    /// The run's options.
+    pub opts: &'a ContractOptions,
+    /// A contract run that dropped some of the targets already (its final audit stands).
+    pub resumed_from: Option<i64>,
+}
+
+/// Runs `--execute` under the runner lock, recorded in the ledger: checks the rights the
+/// drop needs before writing anything, takes the lock, records the run, runs [`execute`] and
+/// records its end (done, refused by the final audit, or failed).
+///
+/// Errors: a missing right (exit 3, with its GRANT), another runner (exit 3), the run's own
+/// error; the ledger records a failed run as failed.
+pub async fn execute_locked(
     conn: &mut AnyConnection,
-    mapping: &Mapping,
-    ctx: &SqlContext,
-    keys: &Keys,
-    plan: &DropPlan,
-    opts: &ContractOptions,
+    run: &Run<'_>,
+    verdict: &mut gate::Verdict,
+    outcome: &mut ContractOutcome,
+) -> Result<()> {
+    let (mapping, opts, dialect) = (run.mapping, run.opts, run.ctx.dialect);
+    let ddl_targets: Vec<(&str, bool)> = run
+        .planned
+        .iter()
+        .filter(|p| p.done_by.is_none())
+        .map(|p| (p.target.table.as_str(), p.target.drop_table))
+        .collect();
+    crate::db::privileges::for_contract(conn, dialect, &ddl_targets, opts.lock_timeout).await?;
+    let runner =
+        RunnerLock::acquire(conn, dialect, &runner_lock_name(&mapping.fingerprint)).await?;
+    let options = serde_json::to_value(options_record(opts))?;
+    let result = async {
+        let id = ledger::start(conn, dialect, Stage::Contract, &mapping.fingerprint, &options)
+            .await?;
+        // Under the runner lock: an older contract run still `running` here was killed.
+        ledger::abandon_stale(conn, dialect, Stage::Contract, &mapping.fingerprint, id).await?;
+        outcome.ledger_id = Some(id);
+        let result = execute(conn, run, id, verdict, outcome).await;
+        let summary = evidence(outcome, verdict, opts, result.as_ref().err())?;
+        let (status, open) = match &result {
+            Ok(()) if outcome.executed => (RunStatus::Done, Some(verdict.open)),
+            Ok(()) => (RunStatus::Refused, Some(false)),
+            Err(_) => (RunStatus::Failed, None),
+        };
+        let csv = outcome.archive.as_ref().and_then(|a| a.csv.as_deref());
+        let sha = outcome.archive.as_ref().and_then(|a| a.csv_sha256.as_deref());
+        let finished = ledger::finish(conn, dialect, id, status, &summary, open, csv, sha).await;
+        match (&result, finished) {
+            (Ok(()), Err(e)) if outcome.executed => Err(e.context(format!(
+                "{} dropped (archive: contract run #{id} in {ARCHIVE_TABLE}), but the ledger could not record it",
+                outcome.describe_targets()
+            ))),
+            (Ok(()), Err(e)) => Err(e),
+            _ => result,
+        }
+    }
+    .await;
+    let _ = runner.release(conn).await;
+    result
+}
+
+/// The ledger's record of a contract run's options.
+fn options_record(opts: &ContractOptions) -> ContractOptionsRecord {
+    ContractOptionsRecord {
+        execute: true,
+        min_clean_audits: opts.gate.min_clean_audits,
+        max_audit_age_ms: opts.gate.max_audit_age.as_millis() as u64,
+        accept_tolerance: opts.gate.accept_tolerance,
+        require_unused: opts.gate.require_unused,
+        archive: opts.archive_csv.as_ref().map(|p| p.display().to_string()),
+        drop_table: opts.drop_table,
+        force: opts.force,
+        reason: opts.reason.clone(),
+        lock_timeout_ms: opts.lock_timeout.as_millis() as u64,
+        lock_retries: opts.lock_retries,
+        batch_size: opts.batch_size,
+    }
+}
+
+/// The final audit (unless resuming: a run that dropped a first target relied on its own, and
+/// the counter's value cannot be read any more), then per target still there its archive,
+/// the archive's verification and the drop.
+async fn execute(
+    conn: &mut AnyConnection,
+    run: &Run<'_>,
     contract_id: i64,
     verdict: &mut gate::Verdict,
     outcome: &mut ContractOutcome,
 ) -> Result<()> {
-    // 1. The final audit, inside the gate.
-    let Some(audit_id) = final_audit(conn, mapping, ctx.dialect, opts, verdict, outcome).await?
-    else {
-        return Ok(());
+    let (ctx, opts) = (run.ctx, run.opts);
+    let audit_id = match run.resumed_from {
+        None => match final_audit(conn, run.mapping, ctx.dialect, opts, verdict, outcome).await? {
+            Some(id) => id,
+            None => return Ok(()),
+        },
+        Some(run) => {
+            outcome.verdict = Some(verdict.clone());
+            audit_of_run(conn, ctx, run).await?
+        }
     };
-    let dialect = ctx.dialect;
-
-    // 2. The archive table, batch by batch.
-    archive_rows(
-        conn,
-        ctx,
-        keys,
-        &outcome.target,
-        contract_id,
-        audit_id,
-        opts.batch_size,
-    )
-    .await?;
-
-    super::test_pause::pause_at("checksum").await;
-    // 3. Verification: every row with its keys and value, and the checksums.
-    let source = checksum(conn, ctx, keys, "source", None).await?;
-    let archived = checksum(conn, ctx, keys, "archive", Some(contract_id)).await?;
-    let missing: i64 = {
-        let sql = render(
-            "contract_missing.sql",
-            ctx,
-            minijinja::context! {
-                param => dialect.placeholder(1),
-                key_conv => keys.conv.clone(),
-                key_subject => keys.subject.clone(),
-                subject_col => keys.subject_col,
-            },
-        )?;
-        sqlx::query_scalar(&sql)
-            .bind(contract_id)
-            .fetch_one(&mut *conn)
-            .await
-            .context("verifying the archive")?
-    };
-    if missing != 0 || source != archived {
-        bail!(
-            "the archive of contract run #{contract_id} does not verify: {missing} counter row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); nothing was dropped"
-        );
+    let mut ran = Vec::new();
+    for p in run.planned {
+        let Some(plan) = &p.plan else { continue };
+        match drop_target(conn, p, plan, opts, contract_id, audit_id, outcome).await {
+            Ok(lines) => ran.extend(lines),
+            Err(e) => {
+                outcome.ddl = ran;
+                return Err(e);
+            }
+        }
     }
+    outcome.ddl = ran;
+    outcome.executed = true;
+    Ok(())
+}
+
+/// One target: its archive, batch by batch; the archive verified (and its CSV copy with
+/// `--archive FILE`); then the drop. Returns the statements that ran.
+async fn drop_target(
+    conn: &mut AnyConnection,
+    p: &Planned,
+    plan: &TargetPlan,
+    opts: &ContractOptions,
+    contract_id: i64,
+    audit_id: Option<i64>,
+    outcome: &mut ContractOutcome,
+) -> Result<Vec<String>> {
+    let (t, keys, ctx) = (&p.target, &plan.keys, &plan.ctx);
+    archive_rows(conn, ctx, keys, t, contract_id, audit_id, opts.batch_size).await?;
+    pause_at("checksum").await;
+    let archived = verify(conn, ctx, keys, t, contract_id).await?;
     let mut summary = ArchiveSummary {
         table: ARCHIVE_TABLE.into(),
         contract_id,
@@ -111,7 +176,7 @@ pub(super) async fn execute(
     if let Some(path) = &opts.archive_csv {
         let (csv_sum, sha) = write_csv(conn, ctx, keys, contract_id, path).await?;
         if csv_sum != archived {
-            bail!(
+            anyhow::bail!(
                 "the CSV archive {} does not verify: {csv_sum:?}, archive table {archived:?}; nothing was dropped",
                 path.display()
             );
@@ -119,266 +184,17 @@ pub(super) async fn execute(
         summary.csv = Some(path.display().to_string());
         summary.csv_sha256 = Some(sha);
     }
-    outcome.archive = Some(summary);
-
-    // 4. The DDL, under a bounded lock wait, retried.
-    super::test_pause::pause_at("ddl").await;
+    outcome.target_archives.push(TargetArchive {
+        target: format!("{}.{}", t.table, t.column),
+        checksum: archived.clone(),
+    });
+    if outcome.archive.is_none() {
+        outcome.archive = Some(summary);
+    }
+    pause_at("ddl").await;
+    #[cfg(feature = "test-hooks")]
     if let Some(hook) = &opts.before_ddl {
-        hook().await.context("the before-DDL hook")?;
+        anyhow::Context::context(hook().await, "the before-DDL hook")?;
     }
-    let mut attempt = 0;
-    loop {
-        match run_plan(conn, ctx, keys, plan, &archived, &outcome.target).await {
-            Ok(ran) => {
-                outcome.ddl = ran;
-                break;
-            }
-            Err(e) if lock::is_lock_wait(&e) && attempt < opts.lock_retries => {
-                attempt += 1;
-                let pause = Duration::from_millis(500u64 << attempt.min(4));
-                tokio::time::sleep(pause).await;
-            }
-            Err(e) => {
-                let tries = attempt + 1;
-                return Err(e.context(format!(
-                    "dropping {} ({tries} attempt(s)); the column and the archive of contract run #{contract_id} are intact",
-                    outcome.target.describe()
-                )));
-            }
-        }
-    }
-    outcome.executed = true;
-    outcome.exit_code = EXIT_OK;
-    Ok(())
-}
-
-/// The final audit, inside the gate (step 1 of `--execute`), with the tolerance of the newest
-/// clean audit. Returns the audit's ledger id (`Some`), or `None` when it failed and no
-/// `--force` bypasses it (the verdict and the outcome then say so).
-///
-/// Errors: the audit itself fails (exit 2 or 3, as the audit's).
-pub(super) async fn final_audit(
-    conn: &mut AnyConnection,
-    mapping: &Mapping,
-    dialect: Dialect,
-    opts: &ContractOptions,
-    verdict: &mut gate::Verdict,
-    outcome: &mut ContractOutcome,
-) -> Result<Option<Option<i64>>> {
-    let newest = verdict.newest_clean.clone();
-    let tolerance = newest
-        .as_ref()
-        .map(|a| a.tolerance.clone())
-        .unwrap_or_else(Tolerance::zero);
-    let batch_size = match &newest {
-        Some(a) => audit_batch_size(conn, dialect, a.id).await?,
-        None => 5000,
-    };
-    let report = opts.audit_report.clone().unwrap_or_else(|| {
-        match opts
-            .archive_csv
-            .as_ref()
-            .and_then(|p| p.parent())
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            Some(dir) => dir.join(DEFAULT_AUDIT_REPORT),
-            None => PathBuf::from(DEFAULT_AUDIT_REPORT),
-        }
-    });
-    #[allow(clippy::needless_update)] // options the audit may gain later keep their defaults
-    let audit_opts = audit::AuditOptions {
-        cap: tolerance.cap,
-        report: report.clone(),
-        batch_size,
-        ledger: true,
-        max_drift_rows: tolerance.max_drift_rows.unwrap_or(0),
-        max_drift_ratio: tolerance.max_drift_ratio.unwrap_or(0.0),
-        max_abs_drift: tolerance.max_abs_drift.unwrap_or(0),
-        checked: Checked::of(&tolerance),
-        // An empty counter table has nothing to lose: the drop goes on as it always did.
-        allow_empty: true,
-        quiet: opts.quiet,
-        ..Default::default()
-    };
-    let audited = audit::run(conn, mapping, dialect, &audit_opts)
-        .await
-        .context("the final audit")?;
-    let s = &audited.summary;
-    outcome.final_audit = Some(FinalAudit {
-        id: s.ledger_id,
-        passed: s.passed,
-        crossed: s.crossed.clone(),
-        tolerance,
-        rows_checked: s.rows_checked,
-        drifting_rows: s.drifting_rows,
-        report: s.report.clone(),
-        report_sha256: s.report_sha256.clone(),
-    });
-    if !s.passed {
-        verdict.reasons.push(Reason::FinalAuditFailed {
-            id: s.ledger_id,
-            crossed: s.crossed.clone(),
-        });
-        verdict.open = false;
-        outcome.exit_code = EXIT_DRIFT;
-        outcome.verdict = Some(verdict.clone());
-        if !opts.force {
-            return Ok(None);
-        }
-        outcome.forced = opts.reason.clone();
-    }
-    outcome.verdict = Some(verdict.clone());
-    Ok(Some(s.ledger_id))
-}
-
-/// The batch size audit run `id` recorded (the final audit runs with the same).
-async fn audit_batch_size(conn: &mut AnyConnection, dialect: Dialect, id: i64) -> Result<u64> {
-    let sql = format!(
-        "SELECT options FROM {LEDGER_TABLE} WHERE id = {}",
-        dialect.placeholder(1)
-    );
-    let row = sqlx::query(&sql).bind(id).fetch_one(&mut *conn).await?;
-    let options: AuditOptionsRecord = crate::values::text(&row, "options")?
-        .context("no options recorded")
-        .and_then(|s| Ok(serde_json::from_str(&s)?))
-        .with_context(|| format!("reading the options of audit run #{id} in the ledger"))?;
-    Ok(options.batch_size.max(1))
-}
-
-/// Runs the plan once; returns the statements that ran, as printed. On failure, undoes the
-/// attempt (ROLLBACK / UNLOCK TABLES) before returning the error.
-pub(super) async fn run_plan(
-    conn: &mut AnyConnection,
-    ctx: &SqlContext,
-    keys: &Keys,
-    plan: &DropPlan,
-    archived: &Checksum,
-    target: &Target,
-) -> Result<Vec<String>> {
-    let mut ran = Vec::new();
-    let result: Result<()> = async {
-        for step in &plan.steps {
-            match step {
-                DropStep::Sql(sql) => {
-                    sqlx::raw_sql(sql)
-                        .execute(&mut *conn)
-                        .await
-                        .with_context(|| format!("running {sql}"))?;
-                    ran.push(format!("{sql};"));
-                }
-                DropStep::Verify => {
-                    let now = checksum(conn, ctx, keys, "source", None).await?;
-                    if &now != archived {
-                        bail!(
-                            "{}.{} changed after it was archived (archive {archived:?}, now {now:?}): something still writes it; nothing was dropped",
-                            target.table,
-                            target.column
-                        );
-                    }
-                    ran.extend(step.lines(&target.drop_target()));
-                }
-                DropStep::ForeignKeyCheck(sql) => {
-                    let rows = sqlx::query(sql).fetch_all(&mut *conn).await?;
-                    if !rows.is_empty() {
-                        bail!("{sql} found {} foreign key violation(s)", rows.len());
-                    }
-                    ran.push(format!("{sql};"));
-                }
-                DropStep::InstantOrDefault { instant, default } => {
-                    match sqlx::raw_sql(instant).execute(&mut *conn).await {
-                        Ok(_) => ran.push(format!("{instant};")),
-                        Err(e) if ctx.dialect.ddl().instant_refused(&e) => {
-                            sqlx::raw_sql(default)
-                                .execute(&mut *conn)
-                                .await
-                                .with_context(|| format!("running {default}"))?;
-                            ran.push(format!(
-                                "-- the server refused INSTANT: {}",
-                                db_message(&e)
-                            ));
-                            ran.push(format!("{default};"));
-                        }
-                        Err(e) => {
-                            return Err(anyhow::Error::from(e).context(format!("running {instant}")))
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-    .await;
-    match result {
-        Ok(()) => Ok(ran),
-        Err(e) => {
-            for sql in &plan.on_failure {
-                let _ = sqlx::raw_sql(sql).execute(&mut *conn).await;
-            }
-            Err(e)
-        }
-    }
-}
-
-/// The gate's part of a contract run's evidence.
-#[derive(Serialize)]
-struct GateEvidence<'a> {
-    open: bool,
-    reasons: Vec<String>,
-    reason_kinds: &'a [Reason],
-    relied_on: &'a [i64],
-    newest_clean: &'a Option<gate::AuditRecord>,
-    options: &'a gate::GateOptions,
-}
-
-/// A `--force` that bypassed a closed gate.
-#[derive(Serialize)]
-struct Forced<'a> {
-    reason: &'a str,
-    overridden: Vec<String>,
-}
-
-/// The summary the ledger keeps with a contract run (read back as
-/// [`crate::ledger::records::ContractSummaryRecord`]).
-#[derive(Serialize)]
-struct ContractEvidence<'a> {
-    target: &'a Target,
-    gate: GateEvidence<'a>,
-    statements: &'a gate::StatementUse,
-    final_audit: &'a Option<super::FinalAudit>,
-    archive: &'a Option<ArchiveSummary>,
-    ddl: &'a [String],
-    executed: bool,
-    forced: Option<Forced<'a>>,
-    error: Option<String>,
-}
-
-/// The summary the ledger keeps with the run: the gate's evidence and what was done.
-pub(super) fn evidence(
-    outcome: &ContractOutcome,
-    verdict: &gate::Verdict,
-    opts: &ContractOptions,
-    error: Option<&anyhow::Error>,
-) -> Result<serde_json::Value> {
-    let reasons: Vec<String> = verdict.reasons.iter().map(|r| r.to_string()).collect();
-    Ok(serde_json::to_value(ContractEvidence {
-        target: &outcome.target,
-        gate: GateEvidence {
-            open: verdict.open,
-            reasons: reasons.clone(),
-            reason_kinds: &verdict.reasons,
-            relied_on: &verdict.relied_on,
-            newest_clean: &verdict.newest_clean,
-            options: &opts.gate,
-        },
-        statements: &verdict.statements,
-        final_audit: &outcome.final_audit,
-        archive: &outcome.archive,
-        ddl: &outcome.ddl,
-        executed: outcome.executed,
-        forced: outcome.forced.as_deref().map(|reason| Forced {
-            reason,
-            overridden: reasons,
-        }),
-        error: error.map(|e| format!("{e:#}")),
-    })?)
+    drop_with_retries(conn, ctx, keys, &plan.drop, &archived, t, opts, contract_id).await
 }

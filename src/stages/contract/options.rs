@@ -1,18 +1,23 @@
 //! The options of a contract run, and which of them go together.
 
 use anyhow::Result;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::input_error;
 use crate::gate::GateOptions;
 
+/// The final audit's report when neither `--audit-report` nor `--archive` names a folder.
+pub const DEFAULT_AUDIT_REPORT: &str = "tidemark-contract-audit.csv";
+
 /// A fault-injection point for tests: awaited after the archive is verified and before the
-/// DDL's lock is taken.
-pub type Hook = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<()>> + Send>> + Send + Sync>;
+/// DDL's lock is taken. Only in builds with the `test-hooks` feature (the tests turn it on).
+#[cfg(feature = "test-hooks")]
+pub type Hook = std::sync::Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Options of a contract run.
 #[derive(Clone)]
@@ -41,6 +46,7 @@ pub struct ContractOptions {
     /// No progress output (the final audit's).
     pub quiet: bool,
     /// Tests only: awaited between the verified archive and the DDL.
+    #[cfg(feature = "test-hooks")]
     pub before_ddl: Option<Hook>,
 }
 
@@ -56,8 +62,9 @@ impl Default for ContractOptions {
             reason: None,
             lock_timeout: Duration::from_secs(5),
             lock_retries: 3,
-            batch_size: 5000,
+            batch_size: crate::stages::batch::DEFAULT_BATCH_SIZE,
             quiet: true,
+            #[cfg(feature = "test-hooks")]
             before_ddl: None,
         }
     }
@@ -104,7 +111,10 @@ mod tests {
             force: true,
             ..Default::default()
         };
-        assert_eq!(crate::error::exit_code(&check_options(&o).unwrap_err()), 2);
+        assert_eq!(
+            crate::error::kind(&check_options(&o).unwrap_err()),
+            crate::error::ErrorKind::BadInput
+        );
         o.reason = Some("  ".into());
         assert!(check_options(&o).is_err());
         o.reason = Some("counters are dead since release 4.2".into());

@@ -1,30 +1,58 @@
-//! What the database and the ledger say about the counter: its table's columns, the contract
-//! run that dropped it, and the gate's verdict alone (for `status`). Reads only.
+//! The gate's verdict for a contract run and for `status`, and what the ledger says of an
+//! earlier contract. Reads only.
 
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use super::{target_of, ContractOptions, Target};
+use super::dependents::{self, dependents};
+use super::options::ContractOptions;
+use super::planning::Planned;
+use super::target::first_target;
+use crate::db::catalog::table_exists;
 use crate::dialect::{Dialect, SqlContext};
 use crate::gate::{self, read_audits, statement_use, GateOptions};
-use crate::ledger;
 use crate::mapping::Mapping;
 use crate::tables::LEDGER_TABLE;
 use crate::values::now_ms;
 
-/// The target `status` reads: the counter column, or with a `[contract]` section its first
-/// target (the one a finished `[contract]` run records as its `target` in the ledger).
-fn status_target(mapping: &Mapping) -> Target {
-    if mapping.contract.is_some() {
-        if let Ok(t) = super::targets::first_target(mapping) {
-            return t;
+/// The gate's verdict for a run: the ledger's audits and the statement statistics of the
+/// first target still there (or the counter's), closed by any object that depends on a
+/// target (its notes name those that go with it).
+///
+/// Errors (exit 3): the ledger or the catalog cannot be read.
+pub(super) async fn decide(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    ctx: &SqlContext,
+    planned: &[Planned],
+    opts: &ContractOptions,
+    notes: &mut Vec<String>,
+) -> Result<gate::Verdict> {
+    let (table, column) = match planned.iter().find(|p| p.done_by.is_none()) {
+        Some(p) => (p.target.table.as_str(), p.target.column.as_str()),
+        None => (mapping.counter_table(), mapping.counter.column.as_str()),
+    };
+    let statements = statement_use(conn, ctx, table, column, mapping).await;
+    let audits = read_audits(conn, ctx.dialect, &mapping.fingerprint).await?;
+    let mut verdict = gate::decide(
+        &audits,
+        &mapping.fingerprint,
+        now_ms(),
+        &opts.gate,
+        &statements,
+    );
+    for p in planned {
+        if let Some(plan) = &p.plan {
+            dependents::apply(&mut verdict, notes, &plan.dependents, &p.target.column);
         }
     }
-    target_of(mapping, &ContractOptions::default())
+    Ok(verdict)
 }
 
-/// The gate's verdict alone, for `status`: reads the ledger and the statement statistics,
-/// plans nothing and writes nothing.
+/// The gate's verdict alone, for `status`: reads the ledger, the statement statistics and the
+/// objects that depend on the first target; plans nothing and writes nothing.
+///
+/// Errors (exit 3): the ledger or the catalog cannot be read.
 pub async fn verdict(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -32,7 +60,7 @@ pub async fn verdict(
     gate_options: &GateOptions,
 ) -> Result<gate::Verdict> {
     let ctx = SqlContext::new(mapping, dialect);
-    let target = status_target(mapping);
+    let target = first_target(mapping);
     let statements = statement_use(conn, &ctx, &target.table, &target.column, mapping).await;
     let audits = read_audits(conn, dialect, &mapping.fingerprint).await?;
     let mut verdict = gate::decide(
@@ -42,31 +70,23 @@ pub async fn verdict(
         gate_options,
         &statements,
     );
-    let found = super::dependents(conn, &ctx, &target.table, &target.column).await?;
-    super::dependents::apply(&mut verdict, &mut Vec::new(), &found, &target.column);
+    let found = dependents(conn, &ctx, &target.table, &target.column).await?;
+    dependents::apply(&mut verdict, &mut Vec::new(), &found, &target.column);
     Ok(verdict)
 }
 
-/// The contract run that dropped this mapping's counter (column or table), if one did: for
+/// The contract run that dropped this mapping's counter (its first target), if one did: for
 /// `status` ("contract: done, run #N").
+///
+/// Errors (exit 3): the ledger cannot be read.
 pub async fn dropped_by(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<Option<i64>> {
-    if !crate::db::catalog::table_exists(conn, dialect, LEDGER_TABLE).await? {
+    if !table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Ok(None);
     }
-    let target = status_target(mapping);
-    last_contract(conn, dialect, &target).await
-}
-
-/// The newest finished contract run that dropped this counter, if any
-/// ([`ledger::contract_that_dropped`]).
-pub(super) async fn last_contract(
-    conn: &mut AnyConnection,
-    dialect: Dialect,
-    target: &Target,
-) -> Result<Option<i64>> {
-    ledger::contract_that_dropped(conn, dialect, &target.table, &target.column).await
+    let target = first_target(mapping);
+    crate::ledger::contract_that_dropped(conn, dialect, &target.table, &target.column).await
 }
