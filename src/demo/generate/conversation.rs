@@ -6,8 +6,14 @@ use anyhow::{bail, Result};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use super::classes::{
+    CLEARED, EXCEEDS, EXCLUDED, NEGATIVE, NULL_COUNTER, ORPHAN, OVERCOUNT, OWN, UNDERCOUNT,
+};
 use super::loader::{Loader, T_COUNTERS, T_MEMBERS, T_MESSAGES, T_RECEIPTS};
-use super::*;
+use super::plan::Plan;
+use super::rng::Rng;
+use super::truth::GroundTruth;
+use crate::drift::DriftClass;
 
 /// One member of the conversation being generated.
 #[derive(Debug, Clone)]
