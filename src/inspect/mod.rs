@@ -18,8 +18,11 @@ use crate::dialect::Dialect;
 
 pub mod catalog;
 pub mod checks;
+mod columns;
 pub mod indexes;
+mod lookup;
 pub mod names;
+mod proposal;
 pub mod propose;
 pub mod render;
 
