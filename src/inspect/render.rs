@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::catalog::Catalog;
 use super::propose::{MessagesCandidate, Proposal};
-use super::Warning;
+use super::warning::Warning;
 use crate::dialect::Dialect;
 use crate::legacy_schema::WATERMARK_TABLE;
 use crate::mapping::{EvidenceKind, Shape};
