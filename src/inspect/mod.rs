@@ -18,24 +18,18 @@ use crate::dialect::Dialect;
 
 pub mod catalog;
 pub mod checks;
+mod columns;
 pub mod indexes;
+mod lookup;
 pub mod names;
+mod proposal;
 pub mod propose;
 pub mod render;
+mod warning;
 
 pub use catalog::{Catalog, TypeClass};
 pub use propose::{Facts, Proposal};
-
-/// One warning: what is wrong, how many rows it touches, and the statement that fixes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Warning {
-    /// What is wrong, in words (names the table and columns).
-    pub message: String,
-    /// How many rows it concerns, when counted.
-    pub count: Option<u64>,
-    /// The statement (or the change) that fixes it.
-    pub fix: Option<String>,
-}
+pub use warning::Warning;
 
 /// What `inspect` found.
 #[derive(Debug, Clone)]

@@ -3,136 +3,18 @@
 //! alternatives for the comments. Pure: the facts that need the data (does a counter column
 //! hold values, which values a membership column takes) are read first and passed in.
 
-use std::collections::BTreeMap;
-
 use super::catalog::{Catalog, Column, Table, TypeClass};
+use super::columns::{col, is_receipts, lower, pick};
+use super::lookup::lookup_note;
 use super::names::{
     CONVERSATION, COUNTER, CREATED, NOT_COUNTABLE, POSITION, RECEIPT_POSITION, SENDER, USER,
 };
 use crate::dialect::Dialect;
 use crate::mapping::{EvidenceKind, Shape};
 
-/// The data facts the choice needs, read by the caller.
-#[derive(Debug, Clone, Default)]
-pub struct Facts {
-    /// (table, column) of counter candidates -> whether any row holds a value.
-    pub has_values: BTreeMap<(String, String), bool>,
-    /// (table, column) of membership text columns -> their distinct values (a few).
-    pub values: BTreeMap<(String, String), Vec<String>>,
-}
-
-/// A counter column tidemark could drop.
-#[derive(Debug, Clone)]
-pub struct CounterCandidate {
-    /// Its table.
-    pub table: String,
-    /// The column.
-    pub column: String,
-    /// Its declared type.
-    pub declared: String,
-    /// Whether the type is an integer.
-    pub integer: bool,
-    /// per_member (keyed by user and conversation) or per_message (on the messages table).
-    pub shape: Shape,
-    /// User and conversation key columns (per_member).
-    pub key: Option<(String, String)>,
-    /// Rank of the name in [`COUNTER`] (lower is better).
-    rank: usize,
-}
-
-/// A messages table.
-#[derive(Debug, Clone)]
-pub struct MessagesCandidate {
-    /// The table.
-    pub table: String,
-    /// Conversation, sender and position columns.
-    pub conversation: String,
-    /// The sender column.
-    pub sender: String,
-    /// The position column.
-    pub position: String,
-    /// The position's declared type.
-    pub position_declared: String,
-    /// Whether the position is an integer.
-    pub position_integer: bool,
-    /// The creation time column, if one is named like it.
-    pub created_at: Option<String>,
-    /// Predicate parts for deleted / system rows, with the column they read.
-    pub countable: Vec<String>,
-    /// Whether it is a view (the comments say so: its indexes are its tables').
-    pub is_view: bool,
-    rank: (bool, usize),
-}
-
-/// One evidence entry proposed, with the reason for the comment.
-#[derive(Debug, Clone)]
-pub struct EvidenceChoice {
-    /// Kind.
-    pub kind: EvidenceKind,
-    /// (table, user, conversation, column) for position and timestamp.
-    pub source: Option<(String, String, String, String)>,
-    /// Why, in words.
-    pub why: String,
-}
-
-/// The proposal: what was chosen, what else was seen, what is missing.
-#[derive(Debug, Clone, Default)]
-pub struct Proposal {
-    /// The messages table chosen.
-    pub messages: Option<MessagesCandidate>,
-    /// Messages tables not chosen.
-    pub messages_alternatives: Vec<MessagesCandidate>,
-    /// The members table: (table, user, conversation, active, join_position, comments).
-    pub members: Option<MembersChoice>,
-    /// Membership tables not chosen.
-    pub members_alternatives: Vec<String>,
-    /// The counter chosen.
-    pub counter: Option<CounterCandidate>,
-    /// Every other counter candidate.
-    pub counter_alternatives: Vec<CounterCandidate>,
-    /// Evidence, best first.
-    pub evidence: Vec<EvidenceChoice>,
-    /// Evidence seen but not usable unedited, in words.
-    pub evidence_notes: Vec<String>,
-    /// Receipts tables seen (name), whether used or not.
-    pub receipts_tables: Vec<String>,
-    /// What a complete mapping lacks, in words.
-    pub missing: Vec<String>,
-}
-
-/// The chosen `[members]`.
-#[derive(Debug, Clone)]
-pub struct MembersChoice {
-    /// Table.
-    pub table: String,
-    /// User key column.
-    pub user: String,
-    /// Conversation key column.
-    pub conversation: String,
-    /// The active predicate, if a column suggests one.
-    pub active: Option<String>,
-    /// The join position column, if any.
-    pub join_position: Option<String>,
-    /// Remarks for the comment (the values of a membership column, a join time…).
-    pub notes: Vec<String>,
-}
-
-/// The first column of `table` named in `names` (its rank and the column).
-fn pick<'a>(table: &'a Table, names: &[&str]) -> Option<(usize, &'a Column)> {
-    names
-        .iter()
-        .enumerate()
-        .find_map(|(i, n)| table.column(n).map(|c| (i, c)))
-}
-
-fn lower(s: &str) -> String {
-    s.to_ascii_lowercase()
-}
-
-fn is_receipts(table: &Table) -> bool {
-    let n = lower(&table.bare);
-    n.contains("receipt") || n.contains("read_marker") || n.ends_with("_reads")
-}
+pub use super::proposal::{
+    CounterCandidate, EvidenceChoice, Facts, MembersChoice, MessagesCandidate, Proposal,
+};
 
 /// Rank of a table's name as a messages table (lower is better).
 fn messages_name_rank(table: &Table) -> usize {
@@ -149,147 +31,6 @@ fn messages_name_rank(table: &Table) -> usize {
         4
     }
 }
-
-/// A column as a predicate names it: quoted when it has capitals (PostgreSQL folds unquoted
-/// names to lower case), as it is otherwise so that the DBA reads plain SQL.
-fn col(dialect: Dialect, name: &str) -> String {
-    if name.chars().any(|c| c.is_ascii_uppercase()) {
-        dialect.quote(name)
-    } else {
-        name.to_string()
-    }
-}
-
-/// A table name as a statement writes it: each part quoted when it has capitals.
-fn table_ref(dialect: Dialect, name: &str) -> String {
-    name.split('.')
-        .map(|part| col(dialect, part))
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
-/// A message named by a key other than its position, and the view that looks the position up.
-#[derive(Debug, Clone)]
-struct Lookup {
-    /// The messages table's key column the reference matches.
-    key: String,
-    /// The view's name: the referring table's, with `_positions`.
-    view: String,
-    /// The `CREATE VIEW` statement.
-    statement: String,
-}
-
-/// When `column` of table `t` names a message by a key other than its position (a text
-/// `event_id`, `last_read_event_id`, `message_uuid`…) and a messages candidate has that key
-/// column (the name itself, or without its `last_read_`-like prefix), the view that looks the
-/// position up in it: the member's user and conversation, and the message's position named
-/// `alias` (the chosen messages table's position). Tables are tried before views (a view may
-/// keep only some events, and a read of another event is still a read position). The join also
-/// matches the conversation, so a key reused across conversations cannot cross.
-fn lookup_view(
-    dialect: Dialect,
-    catalog: &Catalog,
-    t: &Table,
-    (user, conv): (&str, &str),
-    column: &Column,
-    candidates: &[MessagesCandidate],
-    alias: &str,
-) -> Option<(Lookup, String)> {
-    let mut ordered: Vec<&MessagesCandidate> = candidates.iter().collect();
-    ordered.sort_by_key(|m| m.is_view);
-    ordered.into_iter().find_map(|m| {
-        lookup_in(dialect, catalog, t, (user, conv), column, m, alias).map(|l| (l, m.table.clone()))
-    })
-}
-
-/// [`lookup_view`] in one messages candidate `m`.
-fn lookup_in(
-    dialect: Dialect,
-    catalog: &Catalog,
-    t: &Table,
-    (user, conv): (&str, &str),
-    column: &Column,
-    m: &MessagesCandidate,
-    alias: &str,
-) -> Option<Lookup> {
-    let messages = catalog.tables.iter().find(|x| x.name == m.table)?;
-    let name = lower(&column.name);
-    let mut keys = vec![name.clone()];
-    for prefix in [
-        "last_read_",
-        "last_seen_",
-        "last_viewed_",
-        "read_up_to_",
-        "last_receipt_",
-    ] {
-        if let Some(rest) = name.strip_prefix(prefix) {
-            keys.push(rest.to_string());
-        }
-    }
-    let key = keys.iter().find_map(|k| {
-        messages.column(k).filter(|c| {
-            [&m.position, &m.conversation, &m.sender]
-                .iter()
-                .all(|taken| !c.name.eq_ignore_ascii_case(taken))
-        })
-    })?;
-    let view = format!("{}_positions", t.bare);
-    let statement = format!(
-        "CREATE VIEW {view} AS SELECT r.{u} AS {u}, r.{c} AS {c}, m.{pos} AS {alias} FROM {t} r \
-         JOIN {mt} m ON m.{key} = r.{col} AND m.{mconv} = r.{c}",
-        u = col(dialect, user),
-        c = col(dialect, conv),
-        pos = col(dialect, &m.position),
-        alias = col(dialect, alias),
-        t = table_ref(dialect, &t.name),
-        mt = table_ref(dialect, &m.table),
-        key = col(dialect, &key.name),
-        col = col(dialect, &column.name),
-        mconv = col(dialect, &m.conversation),
-    );
-    Some(Lookup {
-        key: key.name.clone(),
-        view,
-        statement,
-    })
-}
-
-/// The note for a column that may name a message by another key: the lookup view to map
-/// (see [`lookup_view`]), or `general` when the messages table has no such key.
-fn lookup_note(
-    dialect: Dialect,
-    catalog: &Catalog,
-    t: &Table,
-    key: (&str, &str),
-    column: &Column,
-    candidates: &[MessagesCandidate],
-    general: String,
-) -> String {
-    let Some(alias) = candidates.first().map(|m| m.position.clone()) else {
-        return general;
-    };
-    let Some((l, table)) = lookup_view(dialect, catalog, t, key, column, candidates, &alias) else {
-        return general;
-    };
-    format!(
-        "{}.{} ({}) names a message by {}.{}, not by its position: give its [[evidence]] entry \
-         lookup = {{ table = \"{}\", key = \"{}\", position = \"{}\" }}, or map a view that \
-         looks the position up, `{}`, then an [[evidence]] kind = \"position\" with table = \
-         \"{}\", column = \"{}\"",
-        t.name,
-        column.name,
-        column.declared,
-        table,
-        l.key,
-        table,
-        l.key,
-        alias,
-        l.statement,
-        l.view,
-        alias
-    )
-}
-
 /// A predicate that is true for a row to count, from a flag or time column.
 fn not_countable_predicate(dialect: Dialect, column: &Column) -> Option<String> {
     let name = col(dialect, &column.name);
@@ -491,9 +232,20 @@ fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
     }
 }
 
-/// Chooses the mapping.
+/// Chooses the mapping: the messages table, the counter, the members table and the evidence,
+/// each with the alternatives seen; what a complete mapping lacks in [`Proposal::missing`].
 pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
     let mut p = Proposal::default();
+    choose_messages(&mut p, catalog, dialect);
+    choose_counter(&mut p, catalog, facts);
+    choose_members(&mut p, catalog, facts, dialect);
+    choose_evidence(&mut p, catalog, dialect);
+    p
+}
+
+/// `[messages]`: the best messages candidate (missing when its position is not an integer),
+/// the others as alternatives; missing when there is none.
+fn choose_messages(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
     let mut messages = messages_candidates(catalog, dialect);
     if !messages.is_empty() {
         let chosen = messages.remove(0);
@@ -513,11 +265,14 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
         );
     }
     p.messages_alternatives = messages;
-    let msg_table = p.messages.as_ref().map(|m| m.table.clone());
+}
 
-    // Counters: integers before other types, per_member before per_message, columns holding
-    // values before empty ones, then by name.
-    let mut counters = counter_candidates(catalog, msg_table.as_deref());
+/// `[counter]`: integers before other types, columns holding values before empty ones,
+/// per_member before per_message, then by name; the others as alternatives; missing when there
+/// is none.
+fn choose_counter(p: &mut Proposal, catalog: &Catalog, facts: &Facts) {
+    let msg_table = p.messages.as_ref().map(|m| m.table.as_str());
+    let mut counters = counter_candidates(catalog, msg_table);
     counters.sort_by_key(|c| {
         let has = facts
             .has_values
@@ -536,8 +291,12 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
         p.counter = Some(counters.remove(0));
     }
     p.counter_alternatives = counters;
+}
 
-    // Members.
+/// `[members]`: the membership table with an `active` column first, then the shortest name;
+/// the others as alternatives; missing only when a per_message counter needs one.
+fn choose_members(p: &mut Proposal, catalog: &Catalog, facts: &Facts, dialect: Dialect) {
+    let msg_table = p.messages.as_ref().map(|m| m.table.clone());
     let mut members: Vec<&Table> = catalog
         .tables
         .iter()
@@ -554,10 +313,53 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
         );
     }
     p.members_alternatives = members.iter().skip(1).map(|t| t.name.clone()).collect();
+}
 
-    // Evidence: receipts tables, then last-read positions, then last-read times.
-    let created = p.messages.as_ref().and_then(|m| m.created_at.clone());
-    // The messages candidates, the chosen one first (a lookup's view names its position).
+/// A table keyed by user and conversation, other than the messages table, read for evidence.
+struct Keyed<'a> {
+    catalog: &'a Catalog,
+    dialect: Dialect,
+    /// The messages candidates, the chosen one first (a lookup's view names its position).
+    messages: &'a [MessagesCandidate],
+    /// The table.
+    t: &'a Table,
+    /// Its user column.
+    user: &'a Column,
+    /// Its conversation column.
+    conv: &'a Column,
+}
+
+impl Keyed<'_> {
+    /// An evidence entry's source: (table, user, conversation, `column`).
+    fn source(&self, column: &Column) -> (String, String, String, String) {
+        (
+            self.t.name.clone(),
+            self.user.name.clone(),
+            self.conv.name.clone(),
+            column.name.clone(),
+        )
+    }
+
+    /// [`lookup_note`] for `column` of this table.
+    fn lookup_note(&self, column: &Column, general: String) -> String {
+        lookup_note(
+            self.dialect,
+            self.catalog,
+            self.t,
+            (&self.user.name, &self.conv.name),
+            column,
+            self.messages,
+            general,
+        )
+    }
+}
+
+/// `[[evidence]]`: receipts tables, then last-read positions, then last-read times, then (for
+/// a per_member counter) the stored counter itself; notes on what was seen but is not usable
+/// unedited; missing when a per_message counter has no read evidence.
+fn choose_evidence(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
+    let msg_table = p.messages.as_ref().map(|m| m.table.clone());
+    let created = p.messages.as_ref().is_some_and(|m| m.created_at.is_some());
     let messages: Vec<MessagesCandidate> = p
         .messages
         .iter()
@@ -566,146 +368,156 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
         .collect();
     let (mut receipts, mut positions, mut times) = (Vec::new(), Vec::new(), Vec::new());
     for t in &catalog.tables {
-        let (Some((_, u)), Some((_, c))) = (pick(t, USER), pick(t, CONVERSATION)) else {
+        let (Some((_, user)), Some((_, conv))) = (pick(t, USER), pick(t, CONVERSATION)) else {
             continue;
         };
         if Some(&t.name) == msg_table.as_ref() {
             continue;
         }
-        let source = |col: &Column| {
-            (
-                t.name.clone(),
-                u.name.clone(),
-                c.name.clone(),
-                col.name.clone(),
-            )
+        let keyed = Keyed {
+            catalog,
+            dialect,
+            messages: &messages,
+            t,
+            user,
+            conv,
         };
         if is_receipts(t) {
-            p.receipts_tables.push(if t.is_view {
-                format!("{} (view)", t.name)
-            } else {
-                t.name.clone()
-            });
-            let kinds: Vec<&str> = ["receipt_type", "type", "kind", "thread_id"]
-                .into_iter()
-                .filter(|n| t.column(n).is_some())
-                .collect();
-            if !kinds.is_empty() {
-                p.evidence_notes.push(format!(
-                    "{} has {}: every row counts as a read, whatever its type or thread; if \
-                     some are not, keep the read receipts with the entry's `filter` (a predicate \
-                     over the receipt row `this`, e.g. filter = \"this.receipt_type = 'm.read'\")",
-                    t.name,
-                    kinds.join(", ")
-                ));
-            }
-            match RECEIPT_POSITION
-                .iter()
-                .filter_map(|n| t.column(n))
-                .find(|c| c.class == TypeClass::Integer)
-            {
-                Some(col) => receipts.push(EvidenceChoice {
-                    kind: EvidenceKind::Position,
-                    source: Some(source(col)),
-                    why: format!(
-                        "receipts table {}: the highest {} per member is the read position",
-                        t.name, col.name
-                    ),
-                }),
-                None => {
-                    let general = format!(
-                        "receipts table {} has no integer read position; if it names a message \
-                         by another key (event_id…), map a view that resolves it to the position",
-                        t.name
-                    );
-                    // The first column that names a message by a key the messages table has.
-                    let note = t
-                        .columns
-                        .iter()
-                        .filter(|x| {
-                            let n = lower(&x.name);
-                            x.class != TypeClass::Integer
-                                && x.name != u.name
-                                && x.name != c.name
-                                && ["event", "message", "msg"].iter().any(|w| n.contains(w))
-                        })
-                        .map(|x| {
-                            lookup_note(
-                                dialect,
-                                catalog,
-                                t,
-                                (&u.name, &c.name),
-                                x,
-                                &messages,
-                                String::new(),
-                            )
-                        })
-                        .find(|n| !n.is_empty())
-                        .unwrap_or(general);
-                    p.evidence_notes.push(note);
-                }
-            }
-            continue;
-        }
-        for col in &t.columns {
-            let n = lower(&col.name);
-            let read_like = n.starts_with("last_read")
-                || n.starts_with("last_seen")
-                || n.starts_with("last_viewed")
-                || n.starts_with("last_receipt")
-                || n == "read_at"
-                || n == "read_up_to";
-            if !read_like {
-                continue;
-            }
-            let is_time = col.class == TypeClass::Timestamp
-                || n.ends_with("_at")
-                || n.ends_with("_ts")
-                || n.ends_with("_time");
-            if is_time {
-                if created.is_some() {
-                    times.push(EvidenceChoice {
-                        kind: EvidenceKind::Timestamp,
-                        source: Some(source(col)),
-                        why: format!(
-                            "{}.{} ({}) is a last-read time: the highest position created at or \
-                             before it",
-                            t.name, col.name, col.declared
-                        ),
-                    });
-                } else {
-                    p.evidence_notes.push(format!(
-                        "{}.{} is a last-read time, usable once messages.created_at is mapped",
-                        t.name, col.name
-                    ));
-                }
-            } else if col.class == TypeClass::Integer {
-                positions.push(EvidenceChoice {
-                    kind: EvidenceKind::Position,
-                    source: Some(source(col)),
-                    why: format!("{}.{} is a last-read position", t.name, col.name),
-                });
-            } else {
-                let general = format!(
-                    "{}.{} ({}) looks like read evidence but is neither an integer nor a time",
-                    t.name, col.name, col.declared
-                );
-                p.evidence_notes.push(lookup_note(
-                    dialect,
-                    catalog,
-                    t,
-                    (&u.name, &c.name),
-                    col,
-                    &messages,
-                    general,
-                ));
-            }
+            receipts_evidence(p, &keyed, &mut receipts);
+        } else {
+            read_columns(p, &keyed, created, &mut positions, &mut times);
         }
     }
     p.evidence.extend(receipts);
     p.evidence.extend(positions);
     p.evidence.extend(times);
-    // A view already chosen as evidence may be such a lookup: say so beside the proposed ones.
+    note_lookup_views(p, catalog);
+    counter_evidence(p);
+}
+
+/// A receipts table: named in [`Proposal::receipts_tables`]; its highest integer read position
+/// per member as evidence (into `receipts`), else a note (a lookup view when a column names a
+/// message by another key); a note when it has receipt types or threads.
+fn receipts_evidence(p: &mut Proposal, k: &Keyed, receipts: &mut Vec<EvidenceChoice>) {
+    let t = k.t;
+    p.receipts_tables.push(if t.is_view {
+        format!("{} (view)", t.name)
+    } else {
+        t.name.clone()
+    });
+    let kinds: Vec<&str> = ["receipt_type", "type", "kind", "thread_id"]
+        .into_iter()
+        .filter(|n| t.column(n).is_some())
+        .collect();
+    if !kinds.is_empty() {
+        p.evidence_notes.push(format!(
+            "{} has {}: every row counts as a read, whatever its type or thread; if \
+             some are not, keep the read receipts with the entry's `filter` (a predicate \
+             over the receipt row `this`, e.g. filter = \"this.receipt_type = 'm.read'\")",
+            t.name,
+            kinds.join(", ")
+        ));
+    }
+    match RECEIPT_POSITION
+        .iter()
+        .filter_map(|n| t.column(n))
+        .find(|c| c.class == TypeClass::Integer)
+    {
+        Some(col) => receipts.push(EvidenceChoice {
+            kind: EvidenceKind::Position,
+            source: Some(k.source(col)),
+            why: format!(
+                "receipts table {}: the highest {} per member is the read position",
+                t.name, col.name
+            ),
+        }),
+        None => {
+            let general = format!(
+                "receipts table {} has no integer read position; if it names a message \
+                 by another key (event_id…), map a view that resolves it to the position",
+                t.name
+            );
+            // The first column that names a message by a key the messages table has.
+            let note = t
+                .columns
+                .iter()
+                .filter(|x| {
+                    let n = lower(&x.name);
+                    x.class != TypeClass::Integer
+                        && x.name != k.user.name
+                        && x.name != k.conv.name
+                        && ["event", "message", "msg"].iter().any(|w| n.contains(w))
+                })
+                .map(|x| k.lookup_note(x, String::new()))
+                .find(|n| !n.is_empty())
+                .unwrap_or(general);
+            p.evidence_notes.push(note);
+        }
+    }
+}
+
+/// The last-read columns of a table that is not a receipts table: integer positions (into
+/// `positions`), times (into `times`, when the messages table has a creation time; else a
+/// note), and a note for any other type (a lookup view when it names a message by another key).
+fn read_columns(
+    p: &mut Proposal,
+    k: &Keyed,
+    created: bool,
+    positions: &mut Vec<EvidenceChoice>,
+    times: &mut Vec<EvidenceChoice>,
+) {
+    let t = k.t;
+    for col in &t.columns {
+        let n = lower(&col.name);
+        let read_like = n.starts_with("last_read")
+            || n.starts_with("last_seen")
+            || n.starts_with("last_viewed")
+            || n.starts_with("last_receipt")
+            || n == "read_at"
+            || n == "read_up_to";
+        if !read_like {
+            continue;
+        }
+        let is_time = col.class == TypeClass::Timestamp
+            || n.ends_with("_at")
+            || n.ends_with("_ts")
+            || n.ends_with("_time");
+        if is_time {
+            if created {
+                times.push(EvidenceChoice {
+                    kind: EvidenceKind::Timestamp,
+                    source: Some(k.source(col)),
+                    why: format!(
+                        "{}.{} ({}) is a last-read time: the highest position created at or \
+                         before it",
+                        t.name, col.name, col.declared
+                    ),
+                });
+            } else {
+                p.evidence_notes.push(format!(
+                    "{}.{} is a last-read time, usable once messages.created_at is mapped",
+                    t.name, col.name
+                ));
+            }
+        } else if col.class == TypeClass::Integer {
+            positions.push(EvidenceChoice {
+                kind: EvidenceKind::Position,
+                source: Some(k.source(col)),
+                why: format!("{}.{} is a last-read position", t.name, col.name),
+            });
+        } else {
+            let general = format!(
+                "{}.{} ({}) looks like read evidence but is neither an integer nor a time",
+                t.name, col.name, col.declared
+            );
+            p.evidence_notes.push(k.lookup_note(col, general));
+        }
+    }
+}
+
+/// A view already chosen as evidence may be such a lookup: when a note proposes a lookup view,
+/// another note says so beside the proposed ones.
+fn note_lookup_views(p: &mut Proposal, catalog: &Catalog) {
     let views: Vec<String> = p
         .evidence
         .iter()
@@ -723,6 +535,11 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
             views.join(", ")
         ));
     }
+}
+
+/// The evidence's end: the stored counter itself last for a per_member counter; missing, for a
+/// per_message counter, when no position or time evidence was found.
+fn counter_evidence(p: &mut Proposal) {
     match p.counter.as_ref().map(|c| c.shape) {
         Some(Shape::PerMember) => p.evidence.push(EvidenceChoice {
             kind: EvidenceKind::Counter,
@@ -745,5 +562,4 @@ pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
         }
         _ => {}
     }
-    p
 }

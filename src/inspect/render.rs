@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use super::catalog::Catalog;
-use super::propose::Proposal;
-use super::Warning;
+use super::propose::{MessagesCandidate, Proposal};
+use super::warning::Warning;
 use crate::dialect::Dialect;
 use crate::legacy_schema::WATERMARK_TABLE;
 use crate::mapping::{EvidenceKind, Shape};
@@ -15,10 +15,23 @@ fn s(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// The mapping file for `p`, with `warnings` and comments.
+/// The mapping file for `p`, with `warnings` and comments: the header, then the sections in
+/// the README's order (`[messages]`, `[members]`, `[counter]`, `[[evidence]]`, `[watermarks]`).
 pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Dialect) -> String {
     let mut out = String::new();
     let w = &mut out;
+    header(w, p, warnings, catalog, dialect);
+    messages(w, p);
+    members(w, p);
+    counter(w, p, catalog);
+    evidence(w, p);
+    watermarks(w);
+    out
+}
+
+/// The header: where the proposal comes from, what to do with it, the tables not considered,
+/// what is missing and the warnings (with their fixes).
+fn header(w: &mut String, p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Dialect) {
     let _ = writeln!(
         w,
         "# Proposed by `tidemark inspect` from the catalog of a {} database ({} tables and views \
@@ -46,11 +59,15 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
             let _ = writeln!(w, "#   fix: {fix}");
         }
     }
+}
 
+/// `[messages]`: the table chosen and the alternatives (a remark when a view and tables
+/// compete), its columns, `created_at` and `countable` when seen.
+fn messages(w: &mut String, p: &Proposal) {
     let _ = writeln!(w, "\n[messages]");
     match &p.messages {
         Some(m) => {
-            let view = |m: &super::propose::MessagesCandidate| if m.is_view { "view " } else { "" };
+            let view = |m: &MessagesCandidate| if m.is_view { "view " } else { "" };
             let _ = writeln!(
                 w,
                 "# chosen: {}{} (conversation {}, sender {}, position {} {})",
@@ -130,7 +147,11 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
             let _ = writeln!(w, "# no messages table found (see MISSING above)");
         }
     }
+}
 
+/// `[members]`: the table chosen, the alternatives and the notes, its keys, `active` and
+/// `join_position` when seen; a comment when there is none.
+fn members(w: &mut String, p: &Proposal) {
     let _ = writeln!(
         w,
         "\n# [members]: who the counter is owed to (optional for per_member)"
@@ -166,7 +187,11 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
             );
         }
     }
+}
 
+/// `[counter]`: the column chosen and the other candidates, its shape, and for per_member its
+/// table and keys (with a remark when they are not unique).
+fn counter(w: &mut String, p: &Proposal, catalog: &Catalog) {
     let _ = writeln!(w);
     match &p.counter {
         Some(c) => {
@@ -231,7 +256,11 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
             );
         }
     }
+}
 
+/// The `[[evidence]]` entries, best first, after the receipts tables and the notes on what
+/// else was seen; a comment on `own_message` when it is not proposed.
+fn evidence(w: &mut String, p: &Proposal) {
     let _ = writeln!(
         w,
         "\n# Evidence, best first: the backfill takes the first that has a value."
@@ -264,15 +293,19 @@ pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Di
              own newest message)\n"
         );
     }
+}
+
+/// `[watermarks]`: the table `expand` creates.
+fn watermarks(w: &mut String) {
     let _ = writeln!(w, "[watermarks]");
     let _ = writeln!(
         w,
         "table = {}   # created by `tidemark expand`",
         s(WATERMARK_TABLE)
     );
-    out
 }
 
+/// The shape's name in the mapping file.
 fn shape_name(shape: Shape) -> &'static str {
     match shape {
         Shape::PerMember => "per_member",

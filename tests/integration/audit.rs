@@ -294,8 +294,8 @@ async fn run_time_then_resume(backend: Backend) {
         .await
         .unwrap();
     let summary: serde_json::Value =
-        serde_json::from_str(&tidemark::stages::text(&row, 0).unwrap().unwrap()).unwrap();
-    assert_eq!(tidemark::stages::text(&row, 1).unwrap().unwrap(), "done");
+        serde_json::from_str(&tidemark::values::text(&row, 0).unwrap().unwrap()).unwrap();
+    assert_eq!(tidemark::values::text(&row, 1).unwrap().unwrap(), "done");
     assert_eq!(summary["parts"].as_u64(), Some(parts as u64));
     assert_eq!(
         summary["rows_checked"].as_u64(),
@@ -549,9 +549,9 @@ async fn ledger_records_report_hash_and_fingerprint() {
     use sha2::Digest;
     let bytes = std::fs::read(dir.path().join("l.csv")).unwrap();
     let sha = tidemark::mapping::hex(&sha2::Sha256::digest(&bytes));
-    assert_eq!(tidemark::stages::text(&row, 0).unwrap().unwrap(), sha);
+    assert_eq!(tidemark::values::text(&row, 0).unwrap().unwrap(), sha);
     assert_eq!(
-        tidemark::stages::text(&row, 1).unwrap().unwrap(),
+        tidemark::values::text(&row, 1).unwrap().unwrap(),
         mapping.fingerprint
     );
     assert_eq!(row.try_get::<i64, _>(2).unwrap(), 0);
@@ -567,7 +567,7 @@ async fn min_age(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let (mut conn, _, _, _) = prepared(&db, dir.path(), 2000).await;
     // Every message an hour old; the newest message of conversations 1..=50 a moment ago.
-    let now = tidemark::stages::now_ms() / 1000;
+    let now = tidemark::values::now_ms() / 1000;
     sqlx::raw_sql(&format!("UPDATE messages SET created_at = {}", now - 3600))
         .execute(&mut conn)
         .await

@@ -57,10 +57,10 @@ async fn watermarks(conn: &mut AnyConnection) -> Vec<(String, i64, i64, String)>
     rows.iter()
         .map(|r| {
             (
-                tidemark::stages::text(r, 0).unwrap().unwrap(),
+                tidemark::values::text(r, 0).unwrap().unwrap(),
                 r.try_get(1).unwrap(),
                 r.try_get(2).unwrap(),
-                tidemark::stages::text(r, 3).unwrap().unwrap_or_default(),
+                tidemark::values::text(r, 3).unwrap().unwrap_or_default(),
             )
         })
         .collect()
@@ -72,8 +72,8 @@ async fn last_backfill(conn: &mut AnyConnection) -> Option<(String, u64, Option<
         .fetch_optional(&mut *conn)
         .await
         .ok()??;
-    let status = tidemark::stages::text(&row, 0).unwrap().unwrap();
-    let cp: serde_json::Value = tidemark::stages::text(&row, 1)
+    let status = tidemark::values::text(&row, 0).unwrap().unwrap();
+    let cp: serde_json::Value = tidemark::values::text(&row, 1)
         .unwrap()
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or_default();
@@ -227,7 +227,7 @@ async fn kill_and_resume(backend: Backend) {
     .await
     .unwrap();
     let resumed: serde_json::Value =
-        serde_json::from_str(&tidemark::stages::text(&row, 0).unwrap().unwrap()).unwrap();
+        serde_json::from_str(&tidemark::values::text(&row, 0).unwrap().unwrap()).unwrap();
     assert_eq!(
         resumed["unread_changes"].as_u64(),
         Some(full.unread_changes)
@@ -271,7 +271,7 @@ async fn concurrent_application(backend: Backend) {
     .map(|r| {
         (
             r.try_get(0).unwrap(),
-            tidemark::stages::text(r, 1).unwrap().unwrap(),
+            tidemark::values::text(r, 1).unwrap().unwrap(),
         )
     })
     .collect();
@@ -524,8 +524,8 @@ async fn one_runner_sqlite() {
     let lock_name = format!("tidemark:backfill:{}", &mapping.fingerprint[..16]);
     sqlx::query("INSERT INTO tidemark_lock (name, pid, host, started_ms, heartbeat_ms) VALUES (?, 1, 'elsewhere', ?, ?)")
         .bind(lock_name)
-        .bind(tidemark::stages::now_ms())
-        .bind(tidemark::stages::now_ms())
+        .bind(tidemark::values::now_ms())
+        .bind(tidemark::values::now_ms())
         .execute(&mut conn)
         .await
         .unwrap();

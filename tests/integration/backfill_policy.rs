@@ -69,7 +69,7 @@ async fn watermark_of_a(conn: &mut AnyConnection) -> Option<(i64, String)> {
     .map(|r| {
         (
             r.try_get(0).unwrap(),
-            tidemark::stages::text(&r, 1).unwrap().unwrap_or_default(),
+            tidemark::values::text(&r, 1).unwrap().unwrap_or_default(),
         )
     })
 }

@@ -19,7 +19,8 @@ use tidemark::dialect::Dialect;
 use tidemark::gate::{Reason, StatementUse};
 use tidemark::mapping::Mapping;
 use tidemark::stages::contract::{self, ContractOptions, ContractOutcome};
-use tidemark::stages::{audit, backfill, expand, text};
+use tidemark::stages::{audit, backfill, expand};
+use tidemark::values::text;
 
 /// Conversations 1..=3, messages 1..=8 by u0, members u0..u2, counters that a counter-evidence
 /// backfill makes consistent (a clean audit).

@@ -33,7 +33,8 @@ use sqlx::{AnyConnection, Connection, Row};
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use tidemark::dialect::Dialect;
 use tidemark::mapping::Mapping;
-use tidemark::stages::{audit, backfill, expand, text};
+use tidemark::stages::{audit, backfill, expand};
+use tidemark::values::text;
 
 on_every_backend!(
     filter_and_lookup,

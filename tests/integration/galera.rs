@@ -16,7 +16,8 @@ use std::time::Duration;
 use tidemark::db::Dsn;
 use tidemark::mapping::Mapping;
 use tidemark::stages::contract::{self, ContractOptions};
-use tidemark::stages::{audit, backfill, expand, text};
+use tidemark::stages::{audit, backfill, expand};
+use tidemark::values::text;
 
 /// One database on the cluster, with a URL per node.
 struct Cluster {

@@ -21,7 +21,8 @@ use sqlx::{AnyConnection, Connection, Row};
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use tidemark::db::Dsn;
 use tidemark::mapping::Mapping;
-use tidemark::stages::{audit, backfill, expand, text};
+use tidemark::stages::{audit, backfill, expand};
+use tidemark::values::text;
 
 on_every_backend!(synapse);
 on_every_backend!(thread_rows_are_refused_by_the_contract);

@@ -15,7 +15,8 @@ use tidemark::db::Dsn;
 use tidemark::dialect::Dialect;
 use tidemark::mapping::Mapping;
 use tidemark::stages::contract::{self, ContractOptions};
-use tidemark::stages::{audit, backfill, expand, text};
+use tidemark::stages::{audit, backfill, expand};
+use tidemark::values::text;
 
 on_every_backend!(
     total_minus_seen,

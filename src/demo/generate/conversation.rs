@@ -6,8 +6,14 @@ use anyhow::{bail, Result};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use super::classes::{
+    CLEARED, EXCEEDS, EXCLUDED, NEGATIVE, NULL_COUNTER, ORPHAN, OVERCOUNT, OWN, UNDERCOUNT,
+};
 use super::loader::{Loader, T_COUNTERS, T_MEMBERS, T_MESSAGES, T_RECEIPTS};
-use super::*;
+use super::plan::Plan;
+use super::rng::Rng;
+use super::truth::GroundTruth;
+use crate::drift::DriftClass;
 
 /// One member of the conversation being generated.
 #[derive(Debug, Clone)]
@@ -21,6 +27,69 @@ pub(super) struct Member {
     /// How many of `own` are countable, as a prefix sum: own_countable[i] = countable among
     /// own[..i].
     pub(super) own_countable: Vec<u32>,
+}
+
+impl Member {
+    /// The index of the first message after the member joined (0 when it was there from the
+    /// start).
+    fn first(&self) -> usize {
+        self.join_idx.map_or(0, |j| j + 1)
+    }
+}
+
+/// The messages of the conversation being generated, as a member's counter sees them.
+struct History {
+    /// The message ids (positions), by index.
+    ids: Vec<i64>,
+    /// Countable messages at index >= i (one more entry than messages: 0 at the end).
+    suf_c: Vec<i64>,
+    /// Not countable messages at index >= i (one more entry than messages: 0 at the end).
+    suf_n: Vec<i64>,
+}
+
+impl History {
+    /// The history of the messages with these ids, countable or not (one flag per id).
+    fn new(ids: Vec<i64>, countable: &[bool]) -> History {
+        let m = ids.len();
+        let mut suf_c = vec![0i64; m + 1];
+        let mut suf_n = vec![0i64; m + 1];
+        for i in (0..m).rev() {
+            suf_c[i] = suf_c[i + 1] + i64::from(countable[i]);
+            suf_n[i] = suf_n[i + 1] + i64::from(!countable[i]);
+        }
+        History { ids, suf_c, suf_n }
+    }
+
+    /// Facts for a member whose messages count from index `s` on.
+    fn facts(&self, mb: &Member, s: usize) -> Facts {
+        let s0 = mb.first();
+        let from = |s: usize| {
+            let k = mb.own.partition_point(|&i| i < s);
+            let own_all = (mb.own.len() - k) as i64;
+            let own_c = i64::from(mb.own_countable[mb.own.len()] - mb.own_countable[k]);
+            (own_all, own_c)
+        };
+        let (own_all, own_c) = from(s);
+        let (_, own_c0) = from(s0);
+        Facts {
+            recomputed: self.suf_c[s] - own_c,
+            own: own_all,
+            excluded: self.suf_n[s] - (own_all - own_c),
+            total: self.suf_c[s0] - own_c0,
+        }
+    }
+}
+
+/// The conversation being generated, while its members' rows are written.
+struct Current {
+    /// Its id (`conv_id`).
+    conv: i64,
+    /// The users of its member rows.
+    seen: HashSet<u64>,
+    /// The users given a counter row without a member row (orphans) so far.
+    phantoms: Vec<u64>,
+    /// Its messages.
+    history: History,
 }
 
 /// The counts the audit classifies a row by (semantics.md "Drift classes").
@@ -112,13 +181,33 @@ impl Gen {
         n
     }
 
-    /// Generates conversation `conv` into `out`.
+    /// Generates conversation `conv` into `out`: its size, its users, its messages, then each
+    /// member's rows (member, receipts, counter).
     pub(super) fn conversation(&mut self, conv: i64, out: &mut Loader) -> Result<()> {
         let remaining = self.plan.total - self.done;
         let n = self.size(remaining) as usize;
-        let large = n > 20;
+        let (seen, users) = self.users(n);
+        let m = self.message_count(n);
+        let mut members = self.members(&users, m);
+        let history = self.messages(conv, &mut members, m, out);
+        self.truth.messages += m as u64;
+        let mut current = Current {
+            conv,
+            seen,
+            phantoms: Vec::new(),
+            history,
+        };
+        for mb in &members {
+            self.member_rows(&mut current, mb, out)?;
+        }
+        self.truth.members += n as u64;
+        self.truth.conversations += 1;
+        Ok(())
+    }
 
-        // Distinct users.
+    /// `n` distinct users, drawn from the plan's user ids (1 and up): the set, and the users in
+    /// the order drawn.
+    fn users(&mut self, n: usize) -> (HashSet<u64>, Vec<u64>) {
         let mut seen = HashSet::with_capacity(n);
         let mut users = Vec::with_capacity(n);
         while users.len() < n {
@@ -127,15 +216,24 @@ impl Gen {
                 users.push(u);
             }
         }
+        (seen, users)
+    }
 
-        // Message count: ~3 per member, skewed (x has mean ~1, median ~0.5, max ~12.7).
-        let m = if self.rng.chance(0.03) {
+    /// The message count of a conversation of `n` members: ~3 per member, skewed (x has mean
+    /// ~1, median ~0.5, max ~12.7), 0 for a few, at most the plan's maximum.
+    fn message_count(&mut self, n: usize) -> usize {
+        if self.rng.chance(0.03) {
             0
         } else {
             let x = 0.254 / (self.rng.unit() + 0.02);
             ((n as f64 * 3.0 * x) as u64 + self.rng.below(2)).min(self.plan.max_messages) as usize
-        };
+        }
+    }
 
+    /// The members of a conversation of `m` messages, one per user: some left, some (not the
+    /// first) joined late when the conversation has 3 members or more and 2 messages or more.
+    fn members(&mut self, users: &[u64], m: usize) -> Vec<Member> {
+        let n = users.len();
         let mut members: Vec<Member> = users
             .iter()
             .map(|&user| Member {
@@ -152,8 +250,21 @@ impl Gen {
                 mb.join_idx = Some(self.rng.below(m as u64) as usize);
             }
         }
+        members
+    }
 
-        // Positions with occasional gaps, flags, senders, times.
+    /// Writes the `m` messages of conversation `conv`: positions with occasional gaps, flags,
+    /// senders (skewed towards the first members; none before they joined), times. Records
+    /// each sender's own messages in `members`.
+    fn messages(
+        &mut self,
+        conv: i64,
+        members: &mut [Member],
+        m: usize,
+        out: &mut Loader,
+    ) -> History {
+        let n = members.len();
+        let large = n > 20;
         let mut ids = Vec::with_capacity(m);
         let mut countable = Vec::with_capacity(m);
         let mut next: i64 = 1;
@@ -202,140 +313,148 @@ impl Gen {
                 None => write!(row, "({conv}, {id}, 'system', 0, 1, {t}, NULL)"),
             };
         }
-        self.truth.messages += m as u64;
+        History::new(ids, &countable)
+    }
 
-        // Suffix counts: countable and not countable messages at index >= i.
-        let mut suf_c = vec![0i64; m + 1];
-        let mut suf_n = vec![0i64; m + 1];
-        for i in (0..m).rev() {
-            suf_c[i] = suf_c[i + 1] + i64::from(countable[i]);
-            suf_n[i] = suf_n[i + 1] + i64::from(!countable[i]);
-        }
-        // Facts for a member whose messages count from index `s` on.
-        let facts = |mb: &Member, s: usize| -> Facts {
-            let s0 = mb.join_idx.map_or(0, |j| j + 1);
-            let from = |s: usize| {
-                let k = mb.own.partition_point(|&i| i < s);
-                let own_all = (mb.own.len() - k) as i64;
-                let own_c = i64::from(mb.own_countable[mb.own.len()] - mb.own_countable[k]);
-                (own_all, own_c)
-            };
-            let (own_all, own_c) = from(s);
-            let (_, own_c0) = from(s0);
-            Facts {
-                recomputed: suf_c[s] - own_c,
-                own: own_all,
-                excluded: suf_n[s] - (own_all - own_c),
-                total: suf_c[s0] - own_c0,
-            }
+    /// Writes one member's rows: its member row, its receipts, and its counter (true or
+    /// drifting; none for some members who left).
+    fn member_rows(&mut self, current: &mut Current, mb: &Member, out: &mut Loader) -> Result<()> {
+        let conv = current.conv;
+        let m = current.history.ids.len();
+        let first = mb.first();
+        let row = out.row(T_MEMBERS);
+        let _ = match mb.join_idx {
+            Some(j) => write!(
+                row,
+                "({conv}, 'u{}', {}, {})",
+                mb.user,
+                i32::from(mb.active),
+                current.history.ids[j]
+            ),
+            None => write!(
+                row,
+                "({conv}, 'u{}', {}, NULL)",
+                mb.user,
+                i32::from(mb.active)
+            ),
         };
-
-        let mut phantoms: Vec<u64> = Vec::new();
-        for mb in &members {
-            let first = mb.join_idx.map_or(0, |j| j + 1);
-            {
-                let row = out.row(T_MEMBERS);
-                let _ = match mb.join_idx {
-                    Some(j) => write!(
-                        row,
-                        "({conv}, 'u{}', {}, {})",
-                        mb.user,
-                        i32::from(mb.active),
-                        ids[j]
-                    ),
-                    None => write!(
-                        row,
-                        "({conv}, 'u{}', {}, NULL)",
-                        mb.user,
-                        i32::from(mb.active)
-                    ),
-                };
-            }
-            let stored: Option<Option<i64>>; // None: no counter row
-            if !mb.active {
-                // Left: sometimes an old receipt, a counter of 0 or none, or an orphan.
-                if first < m && self.rng.chance(0.3) {
-                    let w = first + self.rng.below((m - first) as u64) as usize;
-                    let _ = write!(out.row(T_RECEIPTS), "({conv}, 'u{}', {})", mb.user, ids[w]);
-                    self.truth.receipt_rows += 1;
-                }
-                if self.go(ORPHAN) {
-                    self.injected[ORPHAN] += 1;
-                    if self.rng.chance(0.3) {
-                        // A counter row with no member row at all.
-                        let user = loop {
-                            let u = 1 + self.rng.below(self.plan.users);
-                            if !seen.contains(&u) && !phantoms.contains(&u) {
-                                break u;
-                            }
-                        };
-                        phantoms.push(user);
-                        let value = 1 + self.rng.below(20) as i64;
-                        let _ = write!(out.row(T_COUNTERS), "({conv}, 'u{user}', {value})");
-                        self.truth.counter_rows += 1;
-                        stored = Some(Some(0));
-                    } else {
-                        stored = Some(Some(1 + self.rng.below(20) as i64));
-                    }
-                } else if self.rng.chance(0.1) {
-                    stored = None;
-                } else {
-                    stored = Some(Some(0));
-                }
-            } else if first < m && self.rng.chance(0.6) {
-                // Receipt-backed: the watermark is the highest receipt.
-                let w = if self.rng.chance(0.35) {
-                    m - 1
-                } else {
-                    let v = self.rng.unit();
-                    let back = ((m - first) as f64 * v * v * v) as usize;
-                    (m - 1).saturating_sub(back).max(first)
-                };
-                let older = if self.rng.chance(0.2) {
-                    Some(first + self.rng.below((w - first + 1) as u64) as usize)
-                } else {
-                    None
-                };
-                let mut receipts = vec![ids[w]];
-                if let Some(o) = older {
-                    receipts.push(ids[o]);
-                    if self.rng.chance(0.5) {
-                        receipts.swap(0, 1);
-                    }
-                }
-                for r in receipts {
-                    let _ = write!(out.row(T_RECEIPTS), "({conv}, 'u{}', {r})", mb.user);
-                    self.truth.receipt_rows += 1;
-                }
-                let f = facts(mb, w + 1);
-                let value = self.inject(&f)?;
-                stored = Some(value);
-            } else {
-                // Counter-only: the counter defines the watermark; any k in 0..=L is true.
-                let l = facts(mb, first).total;
-                let k = if l == 0 || self.rng.chance(0.45) {
-                    0
-                } else if self.rng.chance(0.1) {
-                    l
-                } else {
-                    let v = self.rng.unit();
-                    1 + ((l - 1) as f64 * v * v * v) as i64
-                };
-                stored = Some(Some(k.min(l)));
-            }
-            if let Some(value) = stored {
-                let row = out.row(T_COUNTERS);
-                let _ = match value {
-                    Some(v) => write!(row, "({conv}, 'u{}', {v})", mb.user),
-                    None => write!(row, "({conv}, 'u{}', NULL)", mb.user),
-                };
-                self.truth.counter_rows += 1;
-            }
-            self.done += 1;
+        let stored: Option<Option<i64>> = if !mb.active {
+            self.left(current, mb, out)
+        } else if first < m && self.rng.chance(0.6) {
+            Some(self.receipt_backed(&current.history, conv, mb, out)?)
+        } else {
+            Some(Some(self.counter_only(&current.history, mb)))
+        };
+        if let Some(value) = stored {
+            let row = out.row(T_COUNTERS);
+            let _ = match value {
+                Some(v) => write!(row, "({conv}, 'u{}', {v})", mb.user),
+                None => write!(row, "({conv}, 'u{}', NULL)", mb.user),
+            };
+            self.truth.counter_rows += 1;
         }
-        self.truth.members += n as u64;
-        self.truth.conversations += 1;
+        self.done += 1;
         Ok(())
+    }
+
+    /// A member who left: sometimes an old receipt; then a counter of 0 or none, or an orphan
+    /// (a counter above 0, or a counter row of a user with no member row at all). Returns the
+    /// member's own counter (None: no counter row).
+    fn left(
+        &mut self,
+        current: &mut Current,
+        mb: &Member,
+        out: &mut Loader,
+    ) -> Option<Option<i64>> {
+        let conv = current.conv;
+        let m = current.history.ids.len();
+        let first = mb.first();
+        if first < m && self.rng.chance(0.3) {
+            let w = first + self.rng.below((m - first) as u64) as usize;
+            let _ = write!(
+                out.row(T_RECEIPTS),
+                "({conv}, 'u{}', {})",
+                mb.user,
+                current.history.ids[w]
+            );
+            self.truth.receipt_rows += 1;
+        }
+        if self.go(ORPHAN) {
+            self.injected[ORPHAN] += 1;
+            if self.rng.chance(0.3) {
+                // A counter row with no member row at all.
+                let user = loop {
+                    let u = 1 + self.rng.below(self.plan.users);
+                    if !current.seen.contains(&u) && !current.phantoms.contains(&u) {
+                        break u;
+                    }
+                };
+                current.phantoms.push(user);
+                let value = 1 + self.rng.below(20) as i64;
+                let _ = write!(out.row(T_COUNTERS), "({conv}, 'u{user}', {value})");
+                self.truth.counter_rows += 1;
+                Some(Some(0))
+            } else {
+                Some(Some(1 + self.rng.below(20) as i64))
+            }
+        } else if self.rng.chance(0.1) {
+            None
+        } else {
+            Some(Some(0))
+        }
+    }
+
+    /// An active member whose watermark is its highest receipt: writes one or two receipts and
+    /// returns its counter, true or drifting (see [`Gen::inject`]).
+    fn receipt_backed(
+        &mut self,
+        history: &History,
+        conv: i64,
+        mb: &Member,
+        out: &mut Loader,
+    ) -> Result<Option<i64>> {
+        let m = history.ids.len();
+        let first = mb.first();
+        let w = if self.rng.chance(0.35) {
+            m - 1
+        } else {
+            let v = self.rng.unit();
+            let back = ((m - first) as f64 * v * v * v) as usize;
+            (m - 1).saturating_sub(back).max(first)
+        };
+        let older = if self.rng.chance(0.2) {
+            Some(first + self.rng.below((w - first + 1) as u64) as usize)
+        } else {
+            None
+        };
+        let mut receipts = vec![history.ids[w]];
+        if let Some(o) = older {
+            receipts.push(history.ids[o]);
+            if self.rng.chance(0.5) {
+                receipts.swap(0, 1);
+            }
+        }
+        for r in receipts {
+            let _ = write!(out.row(T_RECEIPTS), "({conv}, 'u{}', {r})", mb.user);
+            self.truth.receipt_rows += 1;
+        }
+        let f = history.facts(mb, w + 1);
+        self.inject(&f)
+    }
+
+    /// An active member with a counter and no receipt: the counter defines the watermark, so
+    /// any k in 0..=L (L: the member's countable messages) is true; returns the one picked.
+    fn counter_only(&mut self, history: &History, mb: &Member) -> i64 {
+        let l = history.facts(mb, mb.first()).total;
+        let k = if l == 0 || self.rng.chance(0.45) {
+            0
+        } else if self.rng.chance(0.1) {
+            l
+        } else {
+            let v = self.rng.unit();
+            1 + ((l - 1) as f64 * v * v * v) as i64
+        };
+        k.min(l)
     }
 
     /// The stored counter of a receipt-backed active member with facts `f`: the true value, or

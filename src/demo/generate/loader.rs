@@ -4,8 +4,12 @@
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
 
-use super::{ROWS_PER_STATEMENT, ROWS_PER_TRANSACTION};
 use crate::dialect::Dialect;
+
+/// Rows per multi-row `INSERT` statement.
+const ROWS_PER_STATEMENT: usize = 1000;
+/// Rows per transaction (a commit happens at the first statement boundary past this).
+const ROWS_PER_TRANSACTION: u64 = 50_000;
 
 /// Accumulates rows into multi-row `INSERT` statements.
 pub(super) struct Table {

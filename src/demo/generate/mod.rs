@@ -34,11 +34,24 @@
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
-use std::collections::BTreeMap;
 
 use crate::dialect::Dialect;
 use crate::drift::DriftClass;
 use crate::legacy_schema::schema_sql;
+
+mod classes;
+mod conversation;
+mod loader;
+mod plan;
+mod rng;
+mod truth;
+
+pub use truth::GroundTruth;
+
+use conversation::Gen;
+use loader::Loader;
+use plan::Plan;
+use rng::Rng;
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,146 +62,6 @@ pub struct GenerateOptions {
     /// The PRNG seed: the same seed (and `members`) always gives the same rows.
     pub seed: u64,
 }
-
-/// What was generated, and the drift that an audit must find.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GroundTruth {
-    /// Rows of `members` (equals [`GenerateOptions::members`]).
-    pub members: u64,
-    /// Rows of `messages`.
-    pub messages: u64,
-    /// Conversations (distinct `conv_id`, numbered 1, 2, …).
-    pub conversations: u64,
-    /// Rows of `unread_counters` (what an audit checks).
-    pub counter_rows: u64,
-    /// Rows of `read_receipts`.
-    pub receipt_rows: u64,
-    /// Drifting counter rows injected, per class name (as in [`DriftClass::as_str`]), every
-    /// class listed (0 when none was injected). An audit with the scenario mapping must report
-    /// exactly these rows per class.
-    pub injected: BTreeMap<String, u64>,
-}
-
-impl GroundTruth {
-    /// Drifting rows injected in all (the sum of [`GroundTruth::injected`]).
-    pub fn drifting_rows(&self) -> u64 {
-        self.injected.values().sum()
-    }
-}
-
-/// Rows per multi-row `INSERT` statement.
-const ROWS_PER_STATEMENT: usize = 1000;
-/// Rows per transaction (a commit happens at the first statement boundary past this).
-const ROWS_PER_TRANSACTION: u64 = 50_000;
-
-/// The fraction of member rows injected per class, in [`DriftClass::ALL`] order.
-const RATES: [f64; 9] = [
-    0.002,  // null_counter
-    0.003,  // orphan
-    0.0015, // negative
-    0.004,  // own_messages_counted
-    0.003,  // excluded_counted
-    0.005,  // cleared
-    0.002,  // exceeds_history
-    0.006,  // overcount
-    0.006,  // undercount
-];
-
-const NULL_COUNTER: usize = 0;
-const ORPHAN: usize = 1;
-const NEGATIVE: usize = 2;
-const OWN: usize = 3;
-const EXCLUDED: usize = 4;
-const CLEARED: usize = 5;
-const EXCEEDS: usize = 6;
-const OVERCOUNT: usize = 7;
-const UNDERCOUNT: usize = 8;
-
-/// splitmix64: a tiny, fast, well-mixed PRNG; only integer and exact floating-point arithmetic
-/// is used on its output, so a seed gives the same stream on every platform.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in 0..n (0 when n is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
-
-/// Conversation-size plan, scaled to the target.
-#[derive(Debug, Clone)]
-struct Plan {
-    total: u64,
-    p_dm: f64,
-    p_small: f64,
-    large_min: u64,
-    large_max: u64,
-    max_messages: u64,
-    users: u64,
-    targets: [u64; 9],
-}
-
-impl Plan {
-    fn new(total: u64) -> Plan {
-        let large_max = (total / 20).min(5000);
-        let large_min = 100.min(large_max / 2).max(21);
-        let large = large_max > large_min;
-        // Shares of member rows: 45% direct messages, 35% small groups, 20% large groups.
-        let (dm_share, small_share, large_share) = if large {
-            (0.45, 0.35, 0.20)
-        } else {
-            (0.55, 0.45, 0.0)
-        };
-        let dm_mean = 2.0;
-        let small_mean = 5.6;
-        let large_mean = if large {
-            large_min as f64 + (large_max - large_min) as f64 / 4.0
-        } else {
-            1.0
-        };
-        let w = [
-            dm_share / dm_mean,
-            small_share / small_mean,
-            large_share / large_mean,
-        ];
-        let sum = w[0] + w[1] + w[2];
-        let targets = RATES.map(|r| ((total as f64 * r).round() as u64).max(1));
-        Plan {
-            total,
-            p_dm: w[0] / sum,
-            p_small: w[1] / sum,
-            large_min,
-            large_max,
-            max_messages: (total * 3 / 10).clamp(2000, 50_000),
-            users: (total / 6).max(large_max * 2).max(64),
-            targets,
-        }
-    }
-}
-
-mod conversation;
-mod loader;
-
-use conversation::Gen;
-use loader::Loader;
 
 /// Generates a legacy chat database of `opts.members` member rows into `conn` and returns its
 /// ground truth.
@@ -249,6 +122,7 @@ pub async fn generate(
 
 #[cfg(test)]
 mod tests {
+    use super::classes::ORPHAN;
     use super::conversation::{expected_class, Facts};
     use super::*;
 

@@ -48,7 +48,7 @@ pub(crate) async fn quiescence(
         .fetch_one(&mut *conn)
         .await?
         .try_get("newest")?;
-        let now_s = crate::stages::now_ms() / 1000;
+        let now_s = crate::values::now_ms() / 1000;
         if newest.unwrap_or(0) > 100_000_000_000 {
             ((now_s - secs as i64) * 1000).to_string()
         } else {

@@ -78,7 +78,7 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
         "tidemark_audit_timestamp_seconds",
         "When the audit finished (Unix time).",
         "",
-        format!("{:.3}", crate::stages::now_ms() as f64 / 1000.0),
+        format!("{:.3}", crate::values::now_ms() as f64 / 1000.0),
     );
     crate::report::check_destination(path)?;
     let tmp = path.with_extension(format!("prom.{}.tmp", std::process::id()));
