@@ -7,7 +7,7 @@ use sqlx::{AnyConnection, Row};
 
 use super::catalog::Catalog;
 use super::propose::{self, Facts, Proposal};
-use super::Warning;
+use super::warning::Warning;
 use crate::dialect::Dialect;
 use crate::mapping::Shape;
 use crate::values::text;

@@ -13,10 +13,10 @@ use super::rows::record_row;
 use super::types::{AuditSummary, BatchRun};
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
-use crate::ledger;
+use crate::ledger::{self, DriftRow};
 use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
-use crate::stages::batch::{next_batch, BatchUnit, Key};
+use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
 
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
@@ -50,18 +50,7 @@ pub(super) async fn audit_batches(
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
     };
-    let total = {
-        let sql = render(
-            "audit_count.sql",
-            ctx,
-            minijinja::context! { range => crate::stages::scope_params(ctx.dialect, &opts.scope) },
-        )?;
-        let n: i64 = crate::stages::bind_scope(&opts.scope, sqlx::query(&sql))
-            .fetch_one(&mut *conn)
-            .await?
-            .try_get("n")?;
-        n.max(0) as u64
-    };
+    let total = rows_in_scope(conn, run).await?;
     let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
     progress.advance(summary.rows_checked);
     let mut stopped = false;
@@ -78,53 +67,8 @@ pub(super) async fn audit_batches(
         )
         .await?
         {
-            begin_snapshot(conn, ctx.dialect).await?;
-            let mut drifting = Vec::new();
-            let read: Result<i64> = async {
-                // --min-age: this batch's conversations with recent writes, in its snapshot.
-                batch.find_recent(conn, ctx.dialect, conv_kind).await?;
-                let count_sql = render(
-                    "audit_count.sql",
-                    ctx,
-                    minijinja::context! { range => batch.params(ctx.dialect, 1) },
-                )?;
-                let sql = batch_statement(ctx, &batch, opts.cap, false)?;
-                let checked: i64 = batch
-                    .bind(sqlx::query(&count_sql))
-                    .fetch_one(&mut *conn)
-                    .await?
-                    .try_get("n")?;
-                // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
-                // The rows are streamed into the report as they arrive, never collected: a
-                // batch is whole conversations, and one channel can hold any number of
-                // drifting rows (the per-message audit of a 50 000-message conversation held
-                // them all: peak RSS 50 MiB, PostgreSQL, 400 000 members).
-                let mut rows = bind_batch(&batch, ctx, false, sqlx::query(&sql).persistent(false))
-                    .fetch(&mut *conn);
-                while let Some(row) = rows
-                    .try_next()
-                    .await
-                    .context("running the audit statement")?
-                {
-                    if let Some(d) = record_row(&row, run, summary, &mut report)? {
-                        if opts.store_rows {
-                            drifting.push(d);
-                        }
-                    }
-                }
-                Ok(checked)
-            }
-            .await;
-            let checked = match read {
-                Ok(v) => {
-                    commit(conn).await?;
-                    v
-                }
-                Err(e) => {
-                    rollback(conn).await;
-                    return Err(e);
-                }
-            };
+            let (checked, drifting) =
+                audit_batch(conn, run, &mut batch, summary, &mut report).await?;
             summary.rows_checked += checked.max(0) as u64;
             if opts.store_rows && !drifting.is_empty() {
                 if let Some(id) = summary.ledger_id {
@@ -175,6 +119,82 @@ pub(super) async fn audit_batches(
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))
+}
+
+/// The rows the audit's scope holds (counter rows, or messages), for the progress display.
+async fn rows_in_scope(conn: &mut AnyConnection, run: &BatchRun<'_>) -> Result<u64> {
+    let (ctx, opts) = (run.ctx, run.opts);
+    let sql = render(
+        "audit_count.sql",
+        ctx,
+        minijinja::context! { range => crate::stages::scope_params(ctx.dialect, &opts.scope) },
+    )?;
+    let n: i64 = crate::stages::bind_scope(&opts.scope, sqlx::query(&sql))
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    Ok(n.max(0) as u64)
+}
+
+/// One batch in one snapshot: the rows it checks, counted, and its drifting rows streamed into
+/// the report as they arrive (with `--store-rows` also returned, for the ledger).
+///
+/// Errors: database or I/O failure (the snapshot is rolled back).
+async fn audit_batch(
+    conn: &mut AnyConnection,
+    run: &BatchRun<'_>,
+    batch: &mut Batch,
+    summary: &mut AuditSummary,
+    report: &mut ReportWriter,
+) -> Result<(i64, Vec<DriftRow>)> {
+    let (ctx, opts, conv_kind) = (run.ctx, run.opts, run.conv_kind);
+    begin_snapshot(conn, ctx.dialect).await?;
+    let mut drifting = Vec::new();
+    let read: Result<i64> = async {
+        // --min-age: this batch's conversations with recent writes, in its snapshot.
+        batch.find_recent(conn, ctx.dialect, conv_kind).await?;
+        let count_sql = render(
+            "audit_count.sql",
+            ctx,
+            minijinja::context! { range => batch.params(ctx.dialect, 1) },
+        )?;
+        let sql = batch_statement(ctx, batch, opts.cap, false)?;
+        let checked: i64 = batch
+            .bind(sqlx::query(&count_sql))
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get("n")?;
+        // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
+        // The rows are streamed into the report as they arrive, never collected: a
+        // batch is whole conversations, and one channel can hold any number of
+        // drifting rows (the per-message audit of a 50 000-message conversation held
+        // them all: peak RSS 50 MiB, PostgreSQL, 400 000 members).
+        let mut rows =
+            bind_batch(batch, ctx, false, sqlx::query(&sql).persistent(false)).fetch(&mut *conn);
+        while let Some(row) = rows
+            .try_next()
+            .await
+            .context("running the audit statement")?
+        {
+            if let Some(d) = record_row(&row, run, summary, report)? {
+                if opts.store_rows {
+                    drifting.push(d);
+                }
+            }
+        }
+        Ok(checked)
+    }
+    .await;
+    match read {
+        Ok(v) => {
+            commit(conn).await?;
+            Ok((v, drifting))
+        }
+        Err(e) => {
+            rollback(conn).await;
+            Err(e)
+        }
+    }
 }
 
 /// The statements one audit batch runs, rendered for this mapping and dialect with the batch's

@@ -6,9 +6,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::archive::ArchiveSummary;
-use super::final_audit::FinalAudit;
 use super::options::ContractOptions;
-use super::outcome::{ContractOutcome, TargetArchive};
+use super::outcome::{ContractOutcome, FinalAudit, TargetArchive};
 use super::target::Target;
 use crate::gate::{self, Reason};
 

@@ -2,39 +2,17 @@
 //! never opens on old evidence alone (semantics.md, "The gate before the drop").
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use sqlx::AnyConnection;
 use std::path::PathBuf;
 
 use super::options::{ContractOptions, DEFAULT_AUDIT_REPORT};
-use super::outcome::ContractOutcome;
+use super::outcome::{ContractOutcome, FinalAudit};
 use crate::dialect::Dialect;
 use crate::gate::{self, Reason, Tolerance};
 use crate::ledger::records::{AuditOptionsRecord, Checked};
 use crate::mapping::Mapping;
 use crate::stages::audit;
 use crate::tables::LEDGER_TABLE;
-
-/// The final audit run inside the gate.
-#[derive(Debug, Clone, Serialize)]
-pub struct FinalAudit {
-    /// Its ledger id.
-    pub id: Option<i64>,
-    /// Whether it passed.
-    pub passed: bool,
-    /// The limits it crossed.
-    pub crossed: Vec<String>,
-    /// The tolerance it ran with.
-    pub tolerance: Tolerance,
-    /// Rows checked.
-    pub rows_checked: u64,
-    /// Drifting rows.
-    pub drifting_rows: u64,
-    /// Its report.
-    pub report: String,
-    /// The report's SHA-256.
-    pub report_sha256: String,
-}
 
 /// The final audit, inside the gate (step 1 of `--execute`), with the tolerance of the newest
 /// clean audit. Returns the audit's ledger id (`Some`), or `None` when it failed and no

@@ -38,11 +38,10 @@ mod test_pause;
 
 pub use archive::{ArchiveSummary, Checksum};
 pub use dependents::{dependents, Dependent};
-pub use final_audit::FinalAudit;
 #[cfg(feature = "test-hooks")]
 pub use options::Hook;
 pub use options::{check_options, ContractOptions, DEFAULT_AUDIT_REPORT};
-pub use outcome::{ContractFailed, ContractOutcome, Failure, TargetArchive};
+pub use outcome::{ContractFailed, ContractOutcome, Failure, FinalAudit, TargetArchive};
 pub use state::{dropped_by, verdict};
 pub use target::Target;
 

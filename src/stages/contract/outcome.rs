@@ -4,9 +4,8 @@
 use serde::Serialize;
 
 use super::archive::ArchiveSummary;
-use super::final_audit::FinalAudit;
 use super::target::Target;
-use crate::gate;
+use crate::gate::{self, Tolerance};
 
 /// One target's archive, as verified.
 #[derive(Debug, Clone, Serialize)]
@@ -103,4 +102,25 @@ impl std::error::Error for ContractFailed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(self.error.as_ref())
     }
+}
+
+/// The final audit run inside the gate.
+#[derive(Debug, Clone, Serialize)]
+pub struct FinalAudit {
+    /// Its ledger id.
+    pub id: Option<i64>,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The limits it crossed.
+    pub crossed: Vec<String>,
+    /// The tolerance it ran with.
+    pub tolerance: Tolerance,
+    /// Rows checked.
+    pub rows_checked: u64,
+    /// Drifting rows.
+    pub drifting_rows: u64,
+    /// Its report.
+    pub report: String,
+    /// The report's SHA-256.
+    pub report_sha256: String,
 }
