@@ -36,13 +36,13 @@ pub struct AppStatement {
 const STATEMENTS: &[(&str, &str, &str, &str)] = &[
     (
         "mark_read",
-        "app_mark_read.sql",
+        "upsert_watermarks.sql",
         "when a client reports the position read up to (from the dual-write period on, instead of clearing or decrementing the counter)",
         "seed 000 §2: it carries the position read, so a message that arrived meanwhile stays unread (a \"clear to 0\" erased it); seed 000 §3: GREATEST/MAX makes it forward-only, so a late request from another device never moves the watermark back",
     ),
     (
         "send_message_own_watermark",
-        "app_mark_read.sql",
+        "upsert_watermarks.sql",
         "in the transaction that inserts a message, with the new message's position as `message` and its sender as `user`",
         "seed 000 §3 (last paragraph): a member's own messages are never unread to them; advancing the sender's watermark keeps them out of every count",
     ),
@@ -145,6 +145,7 @@ pub fn statements(mapping: &Mapping, dialect: Dialect, page: usize) -> Result<Ve
     );
     let extra = minijinja::context! {
         bind => binds(page.max(1)),
+        writer => "application",
         seq_table => dialect.quote(&seq),
         seq_index => dialect.quote(&seq_index),
         seq_msg_index => dialect.quote(&seq_msg_index),

@@ -43,7 +43,7 @@ WITH tm_base AS (
 {% endif %}
   FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_k
   LEFT JOIN (SELECT tm_w0.conversation_id AS conversation_id, tm_w0.user_id AS user_id,
-                    tm_w0.last_read_id AS last_read_id, tm_w0.source AS source
+                    tm_w0.last_read_id AS last_read_id, {{ m.provenance("tm_w0") }} AS source
              FROM {{ wm }} tm_w0
              WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm) }}) tm_w
          ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr

@@ -44,3 +44,10 @@
     member's conversation created at or before that time (0 when none; NULL when the time is
     NULL). `row`: the members row's alias, or none for an unaliased members table. -#}
 {% macro join_pos(mem, msg, int, row) %}{% if mem.join %}{% if row %}{{ row }}.{% endif %}{{ mem.join }}{% elif mem.join_time %}{% set r = row or mem.table %}CASE WHEN {{ r }}.{{ mem.join_time }} IS NULL THEN NULL ELSE (SELECT CAST(COALESCE(MAX(tm_j.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_j WHERE tm_j.{{ msg.conv }} = {{ r }}.{{ mem.conv }} AND tm_j.{{ msg.created_at }} <= {{ r }}.{{ mem.join_time }}) END{% else %}CAST(NULL AS {{ int }}){% endif %}{% endmacro %}
+
+{#- Where a watermark's stored value came from (semantics.md, "Provenance names where the stored
+    value came from"), over the watermark row `w`: the backfill's evidence (`source`) while
+    the value is the one the backfill wrote (`backfilled_id`), else `application` (the
+    application moved it, or wrote it before any backfill). A row written before migration
+    V5 has no backfilled_id: its `source` stands, `application` when it has none. -#}
+{% macro provenance(w) %}CASE WHEN {{ w }}.backfilled_id IS NULL THEN COALESCE({{ w }}.source, 'application') WHEN {{ w }}.last_read_id = {{ w }}.backfilled_id THEN {{ w }}.source ELSE 'application' END{% endmacro %}

@@ -1,15 +1,30 @@
-{#- Forward-only write of one batch's plan (the temporary table tm_plan, as `source`) in one
-    INSERT … SELECT … ON DUPLICATE KEY UPDATE (semantics.md; seed 000 §3): GREATEST keeps the
-    higher of the stored and the new value (seed 004). MySQL reports 0 affected rows for a row
-    it leaves unchanged: tidemark counts from the plan (backfill_tally.sql), not from affected
-    rows (seed 004 §5.2). VALUES(col) rather than an alias: MariaDB has no `AS new` row alias.
-    MySQL applies the assignments left to right, so updated_at is set before last_read_id
-    changes. The provenance is the evidence's (scenario S3b). -#}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src
+{#- The forward-only watermark write, the one spelling on MySQL/MariaDB of what the backfill,
+    the application (`tidemark sql app`, the demo) and the tests write (semantics.md; seed 000
+    §3): GREATEST keeps the higher of the stored and the new value, in one statement (no read-
+    modify-write: seed 004). MySQL reports 0 affected rows for a row it leaves unchanged: the
+    backfill counts from its plan (backfill_tally.sql), not from affected rows (seed 004 §5.2).
+    VALUES(col) rather than a row alias: MariaDB has none (MySQL 8.0.20+ deprecates VALUES() in
+    favour of the alias but still accepts it). MySQL applies the assignments left to right, so
+    everything that compares with the old last_read_id comes before it changes. The backfill
+    (`writer` "backfill", `source`: its plan table) also writes the provenance: which evidence
+    (`source`) and the value it wrote (`backfilled_id`); both change only with the value
+    (semantics.md: a write that does not advance a watermark changes nothing). The application
+    (`writer` "application", `bind`: user, conversation, message) writes the three columns it
+    owns. -#}
+{% set new = "VALUES(last_read_id) > last_read_id" %}
+{% if writer == "application" %}
+INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
+VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
+{% else %}
+INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
+SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
 FROM {{ source }} tm_p
 WHERE tm_p.v IS NOT NULL
+{% endif %}
 ON DUPLICATE KEY UPDATE
-  updated_at = IF(VALUES(last_read_id) > last_read_id, CURRENT_TIMESTAMP(3), updated_at),
-  last_read_id = GREATEST(last_read_id, VALUES(last_read_id)),
-  source = VALUES(source)
+  updated_at = IF({{ new }}, CURRENT_TIMESTAMP(3), updated_at),
+{% if writer == "backfill" %}
+  source = IF({{ new }}, VALUES(source), source),
+  backfilled_id = IF({{ new }}, VALUES(backfilled_id), backfilled_id),
+{% endif %}
+  last_read_id = GREATEST(last_read_id, VALUES(last_read_id))

@@ -1,13 +1,27 @@
-{#- Forward-only write of one batch's plan (backfill_plan.sql, as `source`) in one INSERT …
-    SELECT (semantics.md; seed 000 §3): an existing watermark is never moved back, GREATEST
-    keeps the higher of the stored and the new value; no read-modify-write (seed 004). The
-    provenance is the evidence's, also when the stored value already equals it (scenario S3b:
-    a position that equals the application's watermark is recorded as `position`). -#}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src
+{#- The forward-only watermark write, the one spelling on PostgreSQL of what the backfill, the
+    application (`tidemark sql app`, the demo) and the tests write (semantics.md; seed 000 §3):
+    an existing watermark is never moved back, GREATEST keeps the higher of the stored and the
+    new value, in one statement (no read-modify-write: seed 004). The backfill (`writer`
+    "backfill", `source`: its plan, backfill_plan.sql) also writes the provenance: which
+    evidence (`source`) and the value it wrote (`backfilled_id`); both change only with the
+    value (semantics.md: a write that does not advance a watermark changes nothing). The
+    application (`writer` "application", `bind`: user, conversation, message) writes the three
+    columns it owns. `updated_at` is the insert's default (EXCLUDED), not now(): a function in
+    DO UPDATE SET must be IMMUTABLE on a distributed (Citus) table. -#}
+{% set new = "EXCLUDED.last_read_id > " ~ wm ~ ".last_read_id" %}
+{% if writer == "application" %}
+INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
+VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
+{% else %}
+INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
+SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
 FROM {{ source }} tm_p
 WHERE tm_p.v IS NOT NULL
+{% endif %}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
-SET updated_at = CASE WHEN EXCLUDED.last_read_id > {{ wm }}.last_read_id THEN now() ELSE {{ wm }}.updated_at END,
-    last_read_id = GREATEST({{ wm }}.last_read_id, EXCLUDED.last_read_id),
-    source = EXCLUDED.source
+SET updated_at = CASE WHEN {{ new }} THEN EXCLUDED.updated_at ELSE {{ wm }}.updated_at END,
+{% if writer == "backfill" %}
+    source = CASE WHEN {{ new }} THEN EXCLUDED.source ELSE {{ wm }}.source END,
+    backfilled_id = CASE WHEN {{ new }} THEN EXCLUDED.backfilled_id ELSE {{ wm }}.backfilled_id END,
+{% endif %}
+    last_read_id = GREATEST({{ wm }}.last_read_id, EXCLUDED.last_read_id)

@@ -1,12 +1,26 @@
-{#- Forward-only write of one batch's plan (the temporary table tm_plan, as `source`) in one
-    INSERT … SELECT (semantics.md; seed 000 §3): SQLite's two-argument MAX keeps the higher of
-    the stored and the new value (seed 004). The WHERE clause also keeps SQLite's parser from
-    reading ON CONFLICT as a join constraint. The provenance is the evidence's (scenario S3b). -#}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src
+{#- The forward-only watermark write, the one spelling on SQLite of what the backfill, the
+    application (`tidemark sql app`, the demo) and the tests write (semantics.md; seed 000 §3):
+    SQLite's two-argument MAX keeps the higher of the stored and the new value, in one statement
+    (no read-modify-write: seed 004). The backfill (`writer` "backfill", `source`: its plan
+    table) also writes the provenance: which evidence (`source`) and the value it wrote
+    (`backfilled_id`); both change only with the value (semantics.md: a write that does not
+    advance a watermark changes nothing). The application (`writer` "application", `bind`: user,
+    conversation, message) writes the three columns it owns. The WHERE clause keeps SQLite's
+    parser from reading ON CONFLICT as a join constraint. -#}
+{% set new = "excluded.last_read_id > last_read_id" %}
+{% if writer == "application" %}
+INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
+VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
+{% else %}
+INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
+SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
 FROM {{ source }} tm_p
 WHERE tm_p.v IS NOT NULL
+{% endif %}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
-SET updated_at = CASE WHEN excluded.last_read_id > last_read_id THEN CURRENT_TIMESTAMP ELSE updated_at END,
-    last_read_id = MAX(last_read_id, excluded.last_read_id),
-    source = excluded.source
+SET updated_at = CASE WHEN {{ new }} THEN excluded.updated_at ELSE updated_at END,
+{% if writer == "backfill" %}
+    source = CASE WHEN {{ new }} THEN excluded.source ELSE source END,
+    backfilled_id = CASE WHEN {{ new }} THEN excluded.backfilled_id ELSE backfilled_id END,
+{% endif %}
+    last_read_id = MAX(last_read_id, excluded.last_read_id)

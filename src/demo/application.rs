@@ -1,11 +1,13 @@
 //! The application during the demo's dual-write period: messages, reads and counters written
 //! as the application writes them, with the faults of the legacy counter injected.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Executor};
 use std::collections::BTreeMap;
 
+use crate::app_sql::{self, AppStatement};
 use crate::dialect::Dialect;
+use crate::mapping::Mapping;
 
 /// Faults the dual-write period injects, each into a new direct conversation of its own:
 /// (class it must be found as, how many).
@@ -33,12 +35,20 @@ pub(super) struct DualWrite {
 /// - undercount: a lost update (read-modify-write) dropped one increment;
 /// - negative: an unguarded decrement below zero after the reader had read everything.
 ///
-/// The rest of the conversations are written correctly.
-pub(super) async fn dual_write(conn: &mut AnyConnection, dialect: Dialect) -> Result<DualWrite> {
+/// The rest of the conversations are written correctly. A read is the statement `tidemark sql
+/// app` gives the application (`mark_read`, the forward-only upsert every writer uses).
+pub(super) async fn dual_write(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<DualWrite> {
     let base: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(conv_id), 0) FROM members")
         .fetch_one(&mut *conn)
         .await?;
-    let upsert = dialect.admin().demo_watermark_upsert();
+    let upsert = app_sql::statements(mapping, dialect, 1)?
+        .into_iter()
+        .find(|s| s.name == "mark_read")
+        .context("tidemark sql app has no mark_read statement")?;
     let mut plan: Vec<Option<&str>> = Vec::new();
     for (class, n) in DUAL_WRITE_FAULTS {
         plan.extend(std::iter::repeat_n(Some(*class), *n as usize));
@@ -76,7 +86,7 @@ pub(super) async fn dual_write(conn: &mut AnyConnection, dialect: Dialect) -> Re
             send(conn, 1).await?;
         }
         let read_upto = 3;
-        read(conn, dialect, upsert, conv, &reader, read_upto).await?;
+        read(conn, dialect, &upsert, conv, &reader, read_upto).await?;
         out.reads += 1;
         match fault {
             Some("overcount") => {
@@ -118,18 +128,22 @@ pub(super) async fn dual_write(conn: &mut AnyConnection, dialect: Dialect) -> Re
 async fn read(
     conn: &mut AnyConnection,
     dialect: Dialect,
-    upsert: &str,
+    upsert: &AppStatement,
     conv: i64,
     user: &str,
     upto: i64,
 ) -> Result<()> {
     begin(conn, dialect).await?;
-    sqlx::query(upsert)
-        .bind(user.to_string())
-        .bind(conv)
-        .bind(upto)
-        .execute(&mut *conn)
-        .await?;
+    let mut q = sqlx::query(&upsert.sql);
+    for name in &upsert.binds {
+        q = match name.as_str() {
+            "user" => q.bind(user.to_string()),
+            "conversation" => q.bind(conv),
+            "message" => q.bind(upto),
+            other => anyhow::bail!("mark_read binds {other:?}, which the demo does not know"),
+        };
+    }
+    q.execute(&mut *conn).await?;
     conn.execute(format!("UPDATE unread_counters SET unread_count = 0 WHERE conv_id = {conv} AND user_id = '{user}'").as_str())
         .await?;
     conn.execute("COMMIT").await?;

@@ -65,7 +65,9 @@ pub async fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<()> {
     let (truth, mapping) = demo.legacy_database(out, &mut conn).await?;
     demo.expand(out, &mut conn, &mapping).await?;
     demo.backfill(out, &mut conn, &mapping).await?;
-    let expected = demo.dual_write_period(out, &mut conn, &truth).await?;
+    let expected = demo
+        .dual_write_period(out, &mut conn, &mapping, &truth)
+        .await?;
     let found = demo.audit(out, &mut conn, &mapping).await?;
     demo.status(out, &mut conn, &mapping).await?;
     demo.contract_dry_run(out, &mut conn, &mapping).await?;
@@ -312,6 +314,7 @@ impl<'a> Demo<'a> {
         &self,
         out: &mut dyn Write,
         conn: &mut AnyConnection,
+        mapping: &Mapping,
         truth: &GroundTruth,
     ) -> Result<BTreeMap<String, u64>> {
         step(
@@ -319,7 +322,7 @@ impl<'a> Demo<'a> {
             "3. dual-write period: the application writes counters and watermarks both",
         )?;
         let mut expected = truth.injected.clone();
-        let dual = dual_write(conn, self.dsn.dialect).await?;
+        let dual = dual_write(conn, mapping, self.dsn.dialect).await?;
         for (class, n) in &dual.faults {
             *expected.entry(class.clone()).or_default() += n;
         }

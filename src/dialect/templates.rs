@@ -157,18 +157,6 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/app_macros.sql"),
     ),
     (
-        "postgres/app_mark_read.sql",
-        include_str!("../../sql/postgres/app_mark_read.sql"),
-    ),
-    (
-        "mysql/app_mark_read.sql",
-        include_str!("../../sql/mysql/app_mark_read.sql"),
-    ),
-    (
-        "sqlite/app_mark_read.sql",
-        include_str!("../../sql/sqlite/app_mark_read.sql"),
-    ),
-    (
         "app_unread_member.sql",
         include_str!("../../sql/common/app_unread_member.sql"),
     ),

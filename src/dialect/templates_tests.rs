@@ -269,6 +269,8 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                         // The backfill: the evidence policy, the plan's source.
                         policy => if side == "source" { "first" } else { "highest" },
                         source => "tm_plan",
+                        // The watermark write: the backfill's, or the application's.
+                        writer => if side == "source" { "backfill" } else { "application" },
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
                         key_subject => (side == "source").then(|| dialect.quote("user_id")),

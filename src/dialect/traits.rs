@@ -372,11 +372,6 @@ pub trait Admin: Sync {
     /// writers never deadlock on the upgrade).
     fn demo_begin_write(&self) -> &'static str;
 
-    /// The demo application's forward-only watermark write into `read_watermarks (user_id,
-    /// conversation_id, last_read_id)`, with three bind parameters in that order: insert, or
-    /// keep the larger of the stored and the new `last_read_id`.
-    fn demo_watermark_upsert(&self) -> &'static str;
-
     /// Whether the database is a file of the demo's own (SQLite: it is recreated, and copied
     /// with `VACUUM INTO` for the destructive part) rather than a database on a server (it
     /// must be empty or a demo's, and the contract runs on it).

@@ -12,11 +12,6 @@ impl Admin for Mysql {
         "BEGIN"
     }
 
-    fn demo_watermark_upsert(&self) -> &'static str {
-        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES (?, ?, ?) \
-             ON DUPLICATE KEY UPDATE last_read_id = GREATEST(last_read_id, VALUES(last_read_id))"
-    }
-
     fn demo_database_is_file(&self) -> bool {
         false
     }

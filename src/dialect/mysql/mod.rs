@@ -80,6 +80,10 @@ impl Spelling for Mysql {
                 "V4__drift_rows",
                 include_str!("../../../migrations/mysql/V4__drift_rows.sql"),
             ),
+            (
+                "V5__provenance",
+                include_str!("../../../migrations/mysql/V5__provenance.sql"),
+            ),
         ]
     }
 

@@ -12,11 +12,6 @@ impl Admin for Postgres {
         "BEGIN"
     }
 
-    fn demo_watermark_upsert(&self) -> &'static str {
-        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ($1, $2, $3) \
-             ON CONFLICT (user_id, conversation_id) DO UPDATE SET last_read_id = GREATEST(read_watermarks.last_read_id, EXCLUDED.last_read_id)"
-    }
-
     fn demo_database_is_file(&self) -> bool {
         false
     }

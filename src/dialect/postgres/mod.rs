@@ -71,6 +71,10 @@ impl Spelling for Postgres {
                 "V4__drift_rows",
                 include_str!("../../../migrations/postgres/V4__drift_rows.sql"),
             ),
+            (
+                "V5__provenance",
+                include_str!("../../../migrations/postgres/V5__provenance.sql"),
+            ),
         ]
     }
 

@@ -12,11 +12,6 @@ impl Admin for Sqlite {
         "BEGIN IMMEDIATE"
     }
 
-    fn demo_watermark_upsert(&self) -> &'static str {
-        "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES (?, ?, ?) \
-             ON CONFLICT (user_id, conversation_id) DO UPDATE SET last_read_id = MAX(last_read_id, excluded.last_read_id)"
-    }
-
     fn demo_database_is_file(&self) -> bool {
         true
     }

@@ -73,6 +73,10 @@ impl Spelling for Sqlite {
                 "V4__drift_rows",
                 include_str!("../../../migrations/sqlite/V4__drift_rows.sql"),
             ),
+            (
+                "V5__provenance",
+                include_str!("../../../migrations/sqlite/V5__provenance.sql"),
+            ),
         ]
     }
 

@@ -93,7 +93,7 @@ pub(super) fn write_statements(
         ctx.dialect,
     )];
     if ctx.dialect.sessions().backfill_plan_drop_sql().is_some() {
-        let source = minijinja::context! { source => "tm_plan" };
+        let source = minijinja::context! { source => "tm_plan", writer => "backfill" };
         out.push(number(
             &render("upsert_watermarks.sql", ctx, source.clone())?,
             ctx.dialect,
