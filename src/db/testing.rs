@@ -76,17 +76,7 @@ async fn run(conn: &mut AnyConnection, admin: &Dsn, sql: &str) -> Result<()> {
 /// `TIDEMARK_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306/test`); an empty variable
 /// counts as unset.
 pub fn admin_url(dialect: Dialect) -> Option<String> {
-    let (var, default) = match dialect.name() {
-        "postgres" => (
-            "TIDEMARK_TEST_POSTGRES_URL",
-            "postgres://postgres@127.0.0.1:5432/test",
-        ),
-        "mysql" => (
-            "TIDEMARK_TEST_MYSQL_URL",
-            "mysql://root@127.0.0.1:3306/test",
-        ),
-        _ => return None,
-    };
+    let (var, default) = dialect.admin().test_server()?;
     Some(
         std::env::var(var)
             .ok()

@@ -388,4 +388,11 @@ pub trait Admin: Sync {
     fn create_database_sql(&self, _quoted: &str) -> Option<String> {
         None
     }
+
+    /// The environment variable that names the admin URL of this engine's test and benchmark
+    /// server, and its default (`TIDEMARK_TEST_POSTGRES_URL`, …); None for an engine without
+    /// servers (SQLite).
+    fn test_server(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
 }

@@ -609,6 +609,10 @@ fn no_engine_branch_outside_the_engine_folder() {
         "== \"mysql\"",
         "== \"postgres\"",
         "is_galera",
+        "\"postgres\" =>",
+        "\"mysql\" =>",
+        "\"mariadb\" =>",
+        "\"sqlite\" =>",
     ];
     let mut found = Vec::new();
     for s in sources() {

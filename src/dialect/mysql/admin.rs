@@ -24,4 +24,8 @@ impl Admin for Mysql {
     fn create_database_sql(&self, quoted: &str) -> Option<String> {
         Some(format!("CREATE DATABASE {quoted} CHARACTER SET utf8mb4"))
     }
+
+    fn test_server(&self) -> Option<(&'static str, &'static str)> {
+        Some(("TIDEMARK_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"))
+    }
 }

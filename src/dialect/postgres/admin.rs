@@ -24,4 +24,8 @@ impl Admin for Postgres {
     fn create_database_sql(&self, quoted: &str) -> Option<String> {
         Some(format!("CREATE DATABASE {quoted}"))
     }
+
+    fn test_server(&self) -> Option<(&'static str, &'static str)> {
+        Some(("TIDEMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test"))
+    }
 }
