@@ -150,13 +150,16 @@ struct PhaseArgs {
 }
 
 fn mapping() -> Result<Mapping> {
-    Mapping::parse(&scenario::mapping_toml("per_member", false), "<bench>")
+    Mapping::parse(
+        &scenario::mapping_toml(tidemark::mapping::Shape::PerMember, false),
+        "<bench>",
+    )
 }
 
 /// The per-message shape's mapping (seed 003: `messages.unread_count`, receipts as evidence).
 fn message_mapping() -> Result<Mapping> {
     Mapping::parse(
-        &scenario::mapping_toml("per_message", false),
+        &scenario::mapping_toml(tidemark::mapping::Shape::PerMessage, false),
         "<bench, per message>",
     )
 }
@@ -164,7 +167,7 @@ fn message_mapping() -> Result<Mapping> {
 /// The same mapping with position evidence only (the read receipts): the job the reference
 /// upsert does, so the two compare like for like.
 fn position_mapping() -> Result<Mapping> {
-    let text = scenario::mapping_toml("per_member", false)
+    let text = scenario::mapping_toml(tidemark::mapping::Shape::PerMember, false)
         .replace("\n[[evidence]]\nkind = \"counter\"\n", "");
     let mapping = Mapping::parse(&text, "<bench, position evidence>")?;
     if mapping.evidence.len() != 1 {

@@ -6,10 +6,7 @@
 //! `tests/integration/scenario.rs`) use the same schema and mapping; the demo loads its drift
 //! into it and `generate` fills it with a synthetic fleet.
 
-/// The legacy counter shape `per_member` (shape A).
-pub const SHAPE_PER_MEMBER: &str = "per_member";
-/// The legacy counter shape `per_message` (shape B).
-pub const SHAPE_PER_MESSAGE: &str = "per_message";
+use crate::mapping::Shape;
 
 /// The watermark table named by [`mapping_toml`].
 pub const WATERMARK_TABLE: &str = "read_watermarks";
@@ -58,31 +55,24 @@ pub fn quote_literal(text: &str) -> String {
 
 /// The mapping file (TOML) for the schema of [`schema_sql`].
 ///
-/// `shape` is `per_member` (counters in `unread_counters`; evidence: read receipts, then the
-/// counter) or `per_message` (counter `messages.unread_count`; evidence: read receipts only).
+/// `shape` per member (counters in `unread_counters`; evidence: read receipts, then the
+/// counter) or per message (counter `messages.unread_count`; evidence: read receipts only).
 /// `own_message_lower_bound` adds the `own_message` evidence last.
-///
-/// # Panics
-///
-/// On any other `shape` (a bug in the caller: the shapes are the two constants above).
-pub fn mapping_toml(shape: &str, own_message_lower_bound: bool) -> String {
+pub fn mapping_toml(shape: Shape, own_message_lower_bound: bool) -> String {
     let counter = match shape {
-        SHAPE_PER_MEMBER => {
+        Shape::PerMember => format!(
             "[counter]\n\
-             shape = \"per_member\"\n\
+             shape = \"{shape}\"\n\
              table = \"unread_counters\"\n\
              user = \"user_id\"\n\
              conversation = \"conv_id\"\n\
              column = \"unread_count\"\n"
-        }
-        SHAPE_PER_MESSAGE => {
+        ),
+        Shape::PerMessage => format!(
             "[counter]\n\
-             shape = \"per_message\"\n\
+             shape = \"{shape}\"\n\
              column = \"unread_count\"\n"
-        }
-        other => {
-            panic!("mapping_toml: unknown shape {other:?} (expected per_member or per_message)")
-        }
+        ),
     };
     let mut text = String::from(
         "[messages]\n\
@@ -100,7 +90,7 @@ pub fn mapping_toml(shape: &str, own_message_lower_bound: bool) -> String {
          join_position = \"join_position\"\n\
          \n",
     );
-    text.push_str(counter);
+    text.push_str(&counter);
     text.push_str(
         "\n\
          [[evidence]]\n\
@@ -110,7 +100,7 @@ pub fn mapping_toml(shape: &str, own_message_lower_bound: bool) -> String {
          conversation = \"conv_id\"\n\
          column = \"message_id\"\n",
     );
-    if shape == SHAPE_PER_MEMBER {
+    if shape == Shape::PerMember {
         text.push_str("\n[[evidence]]\nkind = \"counter\"\n");
     }
     if own_message_lower_bound {
@@ -126,11 +116,11 @@ mod tests {
 
     #[test]
     fn mapping_has_shape_specific_counter_and_evidence() {
-        let a = mapping_toml("per_member", false);
+        let a = mapping_toml(Shape::PerMember, false);
         assert!(a.contains("shape = \"per_member\"\ntable = \"unread_counters\""));
         assert!(a.contains("kind = \"counter\""));
         assert!(!a.contains("own_message"));
-        let b = mapping_toml("per_message", true);
+        let b = mapping_toml(Shape::PerMessage, true);
         assert!(b.contains("[counter]\nshape = \"per_message\"\ncolumn = \"unread_count\"\n\n"));
         assert!(!b.contains("kind = \"counter\""));
         assert!(b.contains("kind = \"own_message\""));

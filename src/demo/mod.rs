@@ -226,7 +226,7 @@ impl<'a> Demo<'a> {
     /// Errors: exit 3 when the file cannot be written.
     fn write_mapping(&self, out: &mut dyn Write) -> Result<Mapping> {
         let path = &self.files.mapping;
-        let mapping_text = scenario::mapping_toml(scenario::SHAPE_PER_MEMBER, false);
+        let mapping_text = scenario::mapping_toml(crate::mapping::Shape::PerMember, false);
         std::fs::write(path, &mapping_text)
             .with_context(|| format!("writing {}", path.display()))?;
         let mapping = Mapping::parse(&mapping_text, &path.display().to_string())?;

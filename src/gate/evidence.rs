@@ -76,7 +76,7 @@ impl AuditRecord {
             started_ms: e.started_ms,
             finished_ms: e.finished_ms,
             fingerprint: e.fingerprint.clone(),
-            passed: e.passed.map(|p| p != 0),
+            passed: e.passed,
             tolerance,
             crossed,
             report_sha256: e.report_sha256.clone(),

@@ -202,7 +202,7 @@ fn counter(w: &mut String, p: &Proposal, catalog: &Catalog) {
                 c.table,
                 c.column,
                 c.declared,
-                shape_name(c.shape)
+                Shape::as_str(c.shape)
             );
             for alt in &p.counter_alternatives {
                 let _ = writeln!(
@@ -211,10 +211,10 @@ fn counter(w: &mut String, p: &Proposal, catalog: &Catalog) {
                     alt.table,
                     alt.column,
                     alt.declared,
-                    shape_name(alt.shape)
+                    Shape::as_str(alt.shape)
                 );
             }
-            let _ = writeln!(w, "shape = {}", s(shape_name(c.shape)));
+            let _ = writeln!(w, "shape = {}", s(Shape::as_str(c.shape)));
             if let (Shape::PerMember, Some((user, conv))) = (c.shape, &c.key) {
                 let table = catalog.tables.iter().find(|t| t.name == c.table);
                 if let Some(t) = table.filter(|t| !t.is_view && !t.unique_on(&[user, conv])) {
@@ -303,12 +303,4 @@ fn watermarks(w: &mut String) {
         "table = {}   # created by `tidemark expand`",
         s(WATERMARK_TABLE)
     );
-}
-
-/// The shape's name in the mapping file.
-fn shape_name(shape: Shape) -> &'static str {
-    match shape {
-        Shape::PerMember => "per_member",
-        Shape::PerMessage => "per_message",
-    }
 }

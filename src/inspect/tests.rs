@@ -224,7 +224,7 @@ fn receipts_by_event_id_get_the_lookup_view() {
 #[test]
 fn index_needs_are_found_or_created() {
     use super::indexes::{check_in, needed, IndexStatus};
-    let text = crate::legacy_schema::mapping_toml("per_member", true);
+    let text = crate::legacy_schema::mapping_toml(crate::mapping::Shape::PerMember, true);
     let mapping = Mapping::parse(&text, "needs").unwrap();
     let needs = needed(&mapping);
     let listed: Vec<(String, Vec<String>)> = needs

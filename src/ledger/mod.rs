@@ -32,8 +32,9 @@ pub struct Entry {
     pub fingerprint: String,
     /// Summary JSON.
     pub summary: Option<String>,
-    /// For audits: 1 passed, 0 failed.
-    pub passed: Option<i64>,
+    /// For audits: whether it passed (stored as 1 or 0); None while running or for a run
+    /// without a verdict.
+    pub passed: Option<bool>,
     /// Report path, for audits.
     pub report_path: Option<String>,
     /// Report SHA-256, for audits.
@@ -200,7 +201,7 @@ impl Entry {
             finished_ms: r.try_get("finished_ms")?,
             fingerprint: required("mapping_fingerprint")?,
             summary: text(r, "summary")?,
-            passed: r.try_get("passed")?,
+            passed: r.try_get::<Option<i64>, _>("passed")?.map(|p| p != 0),
             report_path: text(r, "report_path")?,
             report_sha256: text(r, "report_sha256")?,
             tool_version: required("tool_version")?,

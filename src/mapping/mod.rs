@@ -218,8 +218,7 @@ table = "read_watermarks"
         let pm = GOOD
             .replace("shape = \"per_member\"\ntable = \"unread_counters\"\nuser = \"user_id\"\nconversation = \"conv_id\"\n", "shape = \"per_message\"\n")
             .replace("[[evidence]]\nkind = \"counter\"\n", "");
-        let demo =
-            crate::legacy_schema::mapping_toml(crate::legacy_schema::SHAPE_PER_MEMBER, false);
+        let demo = crate::legacy_schema::mapping_toml(crate::mapping::Shape::PerMember, false);
         for (text, want) in [
             (
                 GOOD.to_string(),

@@ -69,7 +69,7 @@ impl AuditRun {
         AuditRun {
             id: e.id,
             status: e.status,
-            passed: e.passed.map(|p| p == 1),
+            passed: e.passed,
             started_ms: e.started_ms,
             fingerprint: e.fingerprint.clone(),
             summary: AuditSummaryRecord::parse(e.summary.as_deref()).ok(),

@@ -37,11 +37,7 @@ impl Fixture {
         drop(conn);
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mapping = dir.path().join("tidemark.toml");
-        std::fs::write(
-            &mapping,
-            scenario::mapping_toml(scenario::SHAPE_PER_MEMBER, false),
-        )
-        .unwrap();
+        std::fs::write(&mapping, scenario::mapping_toml("per_member", false)).unwrap();
         Some(Fixture { db, dir, mapping })
     }
 

@@ -16,7 +16,7 @@ async fn bad_predicate_is_named_before_any_statement(backend: Backend) {
     let mut conn = db.connect().await;
     exec_all(&mut conn, &scenario::schema_sql()).await;
     let dir = tempfile::tempdir().unwrap();
-    let good = scenario::mapping_toml(scenario::SHAPE_PER_MEMBER, false);
+    let good = scenario::mapping_toml("per_member", false);
     let line = good
         .lines()
         .position(|l| l.starts_with("countable"))

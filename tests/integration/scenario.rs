@@ -11,9 +11,7 @@
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-pub use tidemark::legacy_schema::{
-    mapping_toml, quote_literal, schema_sql, SHAPE_PER_MEMBER, SHAPE_PER_MESSAGE, WATERMARK_TABLE,
-};
+pub use tidemark::legacy_schema::{quote_literal, schema_sql, WATERMARK_TABLE};
 
 /// The scenarios file, embedded: an exact byte copy of `shared/spec/scenarios.json` (the
 /// `scenarios` suite checks the copy whenever the shared spec is present).
@@ -495,6 +493,24 @@ pub fn existing_watermarks_sql(
         "user_id, conversation_id, last_read_id, source",
         rows,
     )
+}
+
+/// The shape `per_member` as the scenarios (and the mapping file) spell it.
+pub const SHAPE_PER_MEMBER: &str = "per_member";
+/// The shape `per_message` as the scenarios (and the mapping file) spell it.
+pub const SHAPE_PER_MESSAGE: &str = "per_message";
+
+/// The mapping of the scenarios' schema for a shape spelled as the scenarios spell it
+/// ([`tidemark::legacy_schema::mapping_toml`]).
+///
+/// # Panics
+///
+/// On another shape name (a scenario file that does not validate).
+pub fn mapping_toml(shape: &str, own_message_lower_bound: bool) -> String {
+    let shape: tidemark::mapping::Shape =
+        serde_json::from_value(serde_json::Value::String(shape.to_string()))
+            .unwrap_or_else(|e| panic!("shape {shape:?}: {e}"));
+    tidemark::legacy_schema::mapping_toml(shape, own_message_lower_bound)
 }
 
 #[cfg(test)]

@@ -74,11 +74,8 @@ async fn plan_output(backend: Backend) {
     drop(conn);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mapping = dir.path().join("tidemark.toml");
-    std::fs::write(
-        &mapping,
-        scenario::mapping_toml(scenario::SHAPE_PER_MEMBER, false),
-    )
-    .expect("writing the mapping");
+    std::fs::write(&mapping, scenario::mapping_toml("per_member", false))
+        .expect("writing the mapping");
     let before = plan(dir.path(), &db.url);
     before.expect_code(0);
     // After expand the contract section shows the DDL that drops the counter.

@@ -27,7 +27,8 @@ use sqlx::{AnyConnection, Connection, Row};
 
 use crate::app_sql::{int, parse, App, V};
 use crate::common::{bin, exec_all, on_every_backend, Backend, TestDb};
-use tidemark::legacy_schema::{mapping_toml, schema_sql, SHAPE_PER_MEMBER, WATERMARK_TABLE};
+use crate::scenario::{mapping_toml, SHAPE_PER_MEMBER};
+use tidemark::legacy_schema::{schema_sql, WATERMARK_TABLE};
 
 /// The conversation every test uses.
 const CONV: i64 = 1;

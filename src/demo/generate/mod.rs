@@ -3,7 +3,7 @@
 //!
 //! The data goes into the legacy schema of [`crate::legacy_schema::schema_sql`] (tables `messages`,
 //! `members`, `unread_counters`, `read_receipts`) so that the scenario mapping
-//! (`scenario::mapping_toml("per_member", false)`) applies unchanged: countable messages are
+//! (`scenario::mapping_toml(crate::mapping::Shape::PerMember, false)`) applies unchanged: countable messages are
 //! `is_deleted = 0 AND is_system = 0`, members are active when `active = 1`, late joiners have a
 //! `join_position`, and the evidence is the read receipts (their maximum per member), then the
 //! counter.

@@ -26,6 +26,9 @@ impl Admin for Mysql {
     }
 
     fn test_server(&self) -> Option<(&'static str, &'static str)> {
-        Some(("TIDEMARK_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"))
+        Some((
+            "TIDEMARK_TEST_MYSQL_URL",
+            "mysql://root@127.0.0.1:3306/test",
+        ))
     }
 }

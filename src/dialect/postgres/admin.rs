@@ -26,6 +26,9 @@ impl Admin for Postgres {
     }
 
     fn test_server(&self) -> Option<(&'static str, &'static str)> {
-        Some(("TIDEMARK_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test"))
+        Some((
+            "TIDEMARK_TEST_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        ))
     }
 }

@@ -6,7 +6,6 @@ use std::io::{self, Write};
 
 use crate::db::Dsn;
 use crate::gate::{self, StatementUse, Verdict};
-use crate::mapping::Shape;
 use crate::stages::contract::{ContractOptions, ContractOutcome};
 use crate::values::now_ms;
 
@@ -62,14 +61,7 @@ fn heading(w: &mut dyn Write, o: &ContractOutcome, dsn: &Dsn) -> io::Result<()> 
     } else {
         o.target.describe()
     };
-    writeln!(
-        w,
-        "contract on {dsn}: {what} ({})",
-        match o.target.shape {
-            Shape::PerMember => "per_member",
-            Shape::PerMessage => "per_message",
-        }
-    )?;
+    writeln!(w, "contract on {dsn}: {what} ({})", o.target.shape)?;
     if let Some(v) = &o.value {
         writeln!(w, "  counter value: {v}")?;
     }

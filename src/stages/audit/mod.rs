@@ -5,8 +5,8 @@
 //! returns only the drifting rows; rows stream into the report, so memory does not grow with the
 //! table. The summary goes into the ledger with the report's SHA-256.
 //!
-//! Split by job: this file holds the options, the summary and [`run`] (checks, ledger,
-//! resume); [`batches`] the batch loop and the statements it runs; [`rows`] the decoding and
+//! Split by job: this file holds [`run`] (checks, ledger, resume); [`types`] the options and
+//! the summary; [`batches`] the batch loop and the statements it runs; [`rows`] the decoding and
 //! classification of one drifting row; [`summary`] the tolerances, the empty-scope error and
 //! the metrics file; [`min_age`] the `--min-age` filter.
 
@@ -55,7 +55,7 @@ pub async fn run(
     prepare(conn, mapping, dialect, opts).await?;
     let ctx = SqlContext::new(mapping, dialect);
     let (user, conv) = schema::watermark_key_types(conn, mapping, &ctx).await?;
-    let options = serde_json::to_value(options_record(opts))?;
+    let options = options_record(opts);
     let mut summary = AuditSummary {
         shape: mapping.counter.shape,
         by_class: crate::drift::DriftClass::ALL
@@ -211,7 +211,7 @@ async fn open_run(
     mapping: &Mapping,
     dialect: Dialect,
     opts: &AuditOptions,
-    options: &serde_json::Value,
+    options: &AuditOptionsRecord,
     summary: &mut AuditSummary,
 ) -> Result<(Option<i64>, Option<Key>)> {
     if !opts.ledger {
@@ -224,7 +224,8 @@ async fn open_run(
     }
     crate::db::privileges::for_audit(conn, dialect, opts.store_rows).await?;
     if !opts.resume {
-        let id = ledger::start(conn, dialect, Stage::Audit, &mapping.fingerprint, options).await?;
+        let options = serde_json::to_value(options)?;
+        let id = ledger::start(conn, dialect, Stage::Audit, &mapping.fingerprint, &options).await?;
         return Ok((Some(id), None));
     }
     let (id, previous) = find_incomplete(conn, dialect, &mapping.fingerprint, options).await?;
@@ -278,7 +279,7 @@ async fn find_incomplete(
     conn: &mut AnyConnection,
     dialect: Dialect,
     fingerprint: &str,
-    options: &serde_json::Value,
+    options: &AuditOptionsRecord,
 ) -> Result<(i64, AuditSummary)> {
     let last = ledger::recent(conn, Stage::Audit, 1, dialect)
         .await?
@@ -295,21 +296,31 @@ async fn find_incomplete(
             last.id
         )));
     }
-    let stored: serde_json::Value = last
+    let stored: AuditOptionsRecord = last
         .options
         .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default();
+        .context("no options recorded")
+        .and_then(|t| Ok(serde_json::from_str(t)?))
+        .map_err(|e| {
+            input_error(format!(
+                "--resume: the options of audit run #{} in the ledger cannot be read ({e:#}); run the audit without --resume",
+                last.id
+            ))
+        })?;
     if &stored != options {
-        let differ: Vec<String> = options
+        let (then, now) = (
+            serde_json::to_value(&stored)?,
+            serde_json::to_value(options)?,
+        );
+        let differ: Vec<String> = now
             .as_object()
             .into_iter()
             .flatten()
-            .filter(|(k, v)| stored.get(k.as_str()) != Some(v))
+            .filter(|(k, v)| then.get(k.as_str()) != Some(v))
             .map(|(k, v)| {
                 format!(
                     "{k}: {} then, {v} now",
-                    stored.get(k.as_str()).unwrap_or(&serde_json::Value::Null)
+                    then.get(k.as_str()).unwrap_or(&serde_json::Value::Null)
                 )
             })
             .collect();
