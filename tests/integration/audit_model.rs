@@ -5,16 +5,8 @@
 //! recomputed unread and the class in plain Rust from `shared/spec/semantics.md`, and every row
 //! of the CSV report must equal it; rows that do not drift must be absent.
 //!
-//! Where semantics.md leaves a detail open, the model takes it from the scenarios and says so:
-//! - "messages after the watermark" for `own_messages_counted` / `excluded_counted` start after
-//!   max(watermark, join position) (scenario S11 expects `exceeds_history` for a member whose
-//!   counter counted the history before they joined, not `excluded_counted`);
-//! - shape B: a message that is not countable is unread by nobody (recomputed 0; the class table
-//!   "holds per message", so `excluded_counted` compares with what it would count); `orphan`
-//!   counts the members who left, or joined at or after the message, and have not read it; the
-//!   sender's "own message counted" is 1 when the sender is an active member who joined before
-//!   it; "all countable messages" is every member but the sender;
-//! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values.
+//! The model is `crate::common::model` (where semantics.md leaves a detail open, it says
+//! what it takes from the scenarios).
 //!
 //! Runs: SQLite, `TIDEMARK_PROPTEST_CASES` cases (default 64; `PROPTEST_CASES` also works).
 //! The same property on the servers, in a longer run: `TIDEMARK_PROPTEST_SERVERS=1 CI=true
@@ -29,6 +21,7 @@ use proptest::test_runner::{Config, TestRunner};
 use sqlx::Connection;
 
 use crate::common::bin::run;
+use crate::common::model::{self, Key, Legacy, Watermark};
 use crate::common::{csv, exec_all, Backend, TestDb};
 use crate::scenario::{self, quote_literal, SHAPE_PER_MEMBER, SHAPE_PER_MESSAGE};
 
@@ -138,152 +131,61 @@ fn world() -> impl Strategy<Value = World> {
         })
 }
 
-/// One expected report row, as the CSV cells.
-type Row = Vec<String>;
-
-fn cell(v: Option<i64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_default()
-}
-
-/// Classifies by semantics.md "Drift classes" (the first that applies). Values are exact
-/// counts; `clamp` applies the cap.
-struct Facts {
-    stored: Option<i64>,
-    recomputed: i64,
-    orphan: bool,
-    own: i64,
-    excluded: i64,
-    total: i64,
-}
-
-/// (clamped stored, clamped recomputed, drift, class), or None when the row does not drift.
-fn classify(f: &Facts, cap: Option<i64>) -> Option<(Option<i64>, i64, Option<i64>, &'static str)> {
-    let clamp = |x: i64| cap.map_or(x, |n| x.min(n + 1));
-    let rc = clamp(f.recomputed);
-    let Some(stored) = f.stored else {
-        return Some((None, rc, None, "null_counter"));
+/// `w` in the terms of the model of semantics.md (`crate::common::model`): keys as written,
+/// the watermarks the application's (source `application`), no receipts (the audit alone).
+fn legacy(w: &World) -> (Legacy, BTreeMap<Key, Watermark>) {
+    let key = |conv: i64, u: i64| (conv.to_string(), user(u));
+    let l = Legacy {
+        per_message: w.per_message,
+        msgs: w
+            .msgs
+            .iter()
+            .map(|m| model::Msg {
+                conv: m.conv.to_string(),
+                id: m.id,
+                sender: m.sender.map(user),
+                deleted: m.deleted,
+                system: m.system,
+                stored: m.stored,
+            })
+            .collect(),
+        members: w
+            .members
+            .iter()
+            .map(|(&(c, u), m)| {
+                let member = model::Member {
+                    active: m.active,
+                    join: m.join,
+                };
+                (key(c, u), member)
+            })
+            .collect(),
+        counters: w
+            .counters
+            .iter()
+            .map(|(&(c, u), &v)| (key(c, u), v))
+            .collect(),
+        receipts: Vec::new(),
     };
-    let sc = clamp(stored);
-    if sc == rc {
-        return None;
-    }
-    let class = if f.orphan {
-        "orphan"
-    } else if sc < 0 {
-        "negative"
-    } else if f.own > 0 && sc == clamp(f.recomputed + f.own) {
-        "own_messages_counted"
-    } else if f.excluded > 0 && sc == clamp(f.recomputed + f.excluded) {
-        "excluded_counted"
-    } else if sc == 0 && rc > 0 {
-        "cleared"
-    } else if sc > clamp(f.total) {
-        "exceeds_history"
-    } else if sc > rc {
-        "overcount"
-    } else {
-        "undercount"
-    };
-    Some((Some(sc), rc, Some(sc - rc), class))
+    let wms = w
+        .watermarks
+        .iter()
+        .map(|(&(c, u), &lrid)| {
+            let wm = Watermark {
+                last_read_id: lrid,
+                source: Some("application".into()),
+                backfilled: None,
+            };
+            (key(c, u), wm)
+        })
+        .collect();
+    (l, wms)
 }
 
 /// The report the model expects, rows sorted.
-fn model(w: &World) -> Vec<Row> {
-    let countable = |m: &Msg| !m.deleted && !m.system;
-    let lrid = |conv: i64, u: i64| w.watermarks.get(&(conv, u)).copied();
-    let mut rows = Vec::new();
-    if !w.per_message {
-        // Shape A: one row per counter row.
-        for (&(conv, u), &stored) in &w.counters {
-            let member = w.members.get(&(conv, u));
-            let is_member = member.is_some_and(|m| m.active);
-            let join = member.and_then(|m| m.join);
-            let wm = lrid(conv, u).unwrap_or(0);
-            let after_join = |pos: i64| join.is_none_or(|j| pos > j);
-            let t = join.map_or(wm, |j| wm.max(j));
-            let msgs: Vec<&Msg> = w.msgs.iter().filter(|m| m.conv == conv).collect();
-            let not_own = |m: &Msg| m.sender != Some(u);
-            let count = |f: &dyn Fn(&Msg) -> bool| msgs.iter().filter(|m| f(m)).count() as i64;
-            let recomputed = if is_member {
-                count(&|m| m.id > wm && countable(m) && not_own(m) && after_join(m.id))
-            } else {
-                0
-            };
-            let facts = Facts {
-                stored,
-                recomputed,
-                orphan: !is_member,
-                own: count(&|m| m.id > t && !not_own(m)),
-                excluded: count(&|m| m.id > t && not_own(m) && !countable(m)),
-                total: count(&|m| countable(m) && not_own(m) && after_join(m.id)),
-            };
-            if let Some((sc, rc, drift, class)) = classify(&facts, w.cap) {
-                let wm_row = lrid(conv, u);
-                rows.push(vec![
-                    conv.to_string(),
-                    user(u),
-                    cell(sc),
-                    rc.to_string(),
-                    cell(drift),
-                    class.to_string(),
-                    cell(wm_row),
-                    if wm_row.is_some() { "application" } else { "" }.to_string(),
-                ]);
-            }
-        }
-    } else {
-        // Shape B: one row per message.
-        for m in &w.msgs {
-            let others: Vec<(i64, Member)> = w
-                .members
-                .iter()
-                .filter(|(&(c, x), _)| c == m.conv && Some(x) != m.sender)
-                .map(|(&(_, x), &mb)| (x, mb))
-                .collect();
-            let unread = |x: i64| lrid(m.conv, x).unwrap_or(0) < m.id;
-            let would = others
-                .iter()
-                .filter(|(x, mb)| mb.active && mb.join.is_none_or(|j| j < m.id) && unread(*x))
-                .count() as i64;
-            let orphans = others
-                .iter()
-                .filter(|(x, mb)| (!mb.active || mb.join.is_some_and(|j| j >= m.id)) && unread(*x))
-                .count() as i64;
-            let own = m
-                .sender
-                .and_then(|s| w.members.get(&(m.conv, s)))
-                .is_some_and(|mb| mb.active && mb.join.is_none_or(|j| j < m.id));
-            let facts = Facts {
-                stored: m.stored,
-                recomputed: if countable(m) { would } else { 0 },
-                orphan: false,
-                own: own as i64,
-                excluded: if countable(m) { 0 } else { would },
-                total: others.len() as i64,
-            };
-            // orphan for shape B: the stored value is the recomputed one plus those members.
-            let clamp = |x: i64| w.cap.map_or(x, |n| x.min(n + 1));
-            let is_orphan = m
-                .stored
-                .is_some_and(|s| orphans > 0 && clamp(s) == clamp(facts.recomputed + orphans));
-            let facts = Facts {
-                orphan: is_orphan,
-                ..facts
-            };
-            if let Some((sc, rc, drift, class)) = classify(&facts, w.cap) {
-                rows.push(vec![
-                    m.conv.to_string(),
-                    m.id.to_string(),
-                    cell(sc),
-                    rc.to_string(),
-                    cell(drift),
-                    class.to_string(),
-                ]);
-            }
-        }
-    }
-    rows.sort();
-    rows
+fn model(w: &World) -> Vec<Vec<String>> {
+    let (l, wms) = legacy(w);
+    model::audit(&l, &wms, w.cap).rows
 }
 
 /// The statements loading `w` (after `expand` created the watermark table).
@@ -378,7 +280,7 @@ async fn check(backend: Backend, w: &World) -> Result<(), TestCaseError> {
     result
 }
 
-fn compare(d: &Path, want: &[Row], code: Option<i32>, stderr: &str) -> Result<(), TestCaseError> {
+fn compare(d: &Path, want: &[Vec<String>], code: Option<i32>, stderr: &str) -> Result<(), TestCaseError> {
     let report = csv::try_read(&d.join("r.csv"))
         .map_err(|e| TestCaseError::fail(format!("no report ({code:?}): {e:#}\n{stderr}")))?;
     let mut got = report.rows;

@@ -25,6 +25,7 @@ use tidemark::db::{testing, Dsn};
 pub mod bin;
 pub mod csv;
 pub mod faults;
+pub mod model;
 
 /// A database server kind the suites run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

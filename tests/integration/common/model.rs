@@ -1,0 +1,368 @@
+//! An independent model of `shared/spec/semantics.md`, written from the spec in plain Rust, not
+//! from tidemark's SQL: what the backfill must write and what the audit must report for a small
+//! legacy database. The property tests (`audit_model`, `differential`) hold tidemark's results
+//! against it.
+//!
+//! The mapping modelled is the scenarios' (`tidemark::legacy_schema::mapping_toml`): messages
+//! countable when neither deleted nor system; members with an active flag and a join position;
+//! the counter per member (shape A) or per message (shape B); evidence: read receipts
+//! (`position`, the highest per member), then for shape A the counter; policy `first`; no
+//! creation time, so no settle time.
+//!
+//! Where semantics.md leaves a detail open, the model takes it from the scenarios and says so:
+//! - "messages after the watermark" for `own_messages_counted` / `excluded_counted` start after
+//!   max(watermark, join position) (scenario S11 expects `exceeds_history` for a member whose
+//!   counter counted the history before they joined, not `excluded_counted`);
+//! - shape B: a message that is not countable is unread by nobody (recomputed 0; the class
+//!   table "holds per message", so `excluded_counted` compares with what it would count);
+//!   `orphan` counts the members who left, or joined at or after the message, and have not
+//!   read it; the sender's "own message counted" is 1 when the sender is an active member who
+//!   joined before it;
+//! - the counter evidence's "highest position of c" (k <= 0) is the highest position of any
+//!   message of the conversation, 0 when it has none;
+//! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values.
+
+use std::collections::BTreeMap;
+
+/// (conversation, user), as the keys are written.
+pub type Key = (String, String);
+
+/// One message.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    /// Its conversation.
+    pub conv: String,
+    /// Its position (unique in the database).
+    pub id: i64,
+    /// Its sender (None: an account that no longer exists, never a member's own).
+    pub sender: Option<String>,
+    /// Deleted (not countable).
+    pub deleted: bool,
+    /// A system message (not countable).
+    pub system: bool,
+    /// The shape B counter.
+    pub stored: Option<i64>,
+}
+
+impl Msg {
+    /// semantics.md: countable (before the per-reader rules).
+    pub fn countable(&self) -> bool {
+        !self.deleted && !self.system
+    }
+}
+
+/// One member row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// `active = 1`.
+    pub active: bool,
+    /// `join_position`.
+    pub join: Option<i64>,
+}
+
+/// One row of the watermark table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watermark {
+    /// `last_read_id`.
+    pub last_read_id: i64,
+    /// `source`: the evidence the backfill wrote it from (None: never written by it, or
+    /// written by the application with no source).
+    pub source: Option<String>,
+    /// `backfilled_id`: the value the backfill wrote.
+    pub backfilled: Option<i64>,
+}
+
+impl Watermark {
+    /// A watermark the application wrote (the three columns it owns).
+    pub fn application(last_read_id: i64) -> Watermark {
+        Watermark {
+            last_read_id,
+            source: None,
+            backfilled: None,
+        }
+    }
+
+    /// semantics.md "Provenance names where the stored value came from": the backfill's
+    /// evidence while the value is the one it wrote, else `application`.
+    pub fn provenance(&self) -> String {
+        match self.backfilled {
+            None => self
+                .source
+                .clone()
+                .unwrap_or_else(|| "application".into()),
+            Some(b) if b == self.last_read_id => self.source.clone().unwrap_or_default(),
+            Some(_) => "application".into(),
+        }
+    }
+}
+
+/// A small legacy database.
+#[derive(Debug, Clone, Default)]
+pub struct Legacy {
+    /// Shape B (the counter per message) instead of A.
+    pub per_message: bool,
+    /// The messages.
+    pub msgs: Vec<Msg>,
+    /// The member rows.
+    pub members: BTreeMap<Key, Member>,
+    /// The shape A counter rows (a value may be NULL).
+    pub counters: BTreeMap<Key, Option<i64>>,
+    /// Read receipts: (member, position); several per member, the highest counts.
+    pub receipts: Vec<(Key, i64)>,
+}
+
+/// The audit the model expects.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Audit {
+    /// The report's rows as CSV cells, sorted.
+    pub rows: Vec<Vec<String>>,
+    /// Rows compared.
+    pub rows_checked: u64,
+    /// Sum of |drift| (NULL counters add nothing), saturating.
+    pub sum_abs_drift: i64,
+    /// Largest |drift|.
+    pub max_abs_drift: i64,
+    /// Drifting rows per class (only classes with rows).
+    pub by_class: BTreeMap<String, u64>,
+}
+
+/// What the classes compare (semantics.md "Drift classes"); exact counts.
+struct Facts {
+    stored: Option<i64>,
+    recomputed: i64,
+    orphan: bool,
+    own: i64,
+    excluded: i64,
+    total: i64,
+}
+
+fn cell(v: Option<i64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// (clamped stored, clamped recomputed, drift, class), or None when the row does not drift.
+fn classify(f: &Facts, cap: Option<i64>) -> Option<(Option<i64>, i64, Option<i64>, &'static str)> {
+    let clamp = |x: i64| cap.map_or(x, |n| x.min(n + 1));
+    let rc = clamp(f.recomputed);
+    let Some(stored) = f.stored else {
+        return Some((None, rc, None, "null_counter"));
+    };
+    let sc = clamp(stored);
+    if sc == rc {
+        return None;
+    }
+    let class = if f.orphan {
+        "orphan"
+    } else if sc < 0 {
+        "negative"
+    } else if f.own > 0 && sc == clamp(f.recomputed.saturating_add(f.own)) {
+        "own_messages_counted"
+    } else if f.excluded > 0 && sc == clamp(f.recomputed.saturating_add(f.excluded)) {
+        "excluded_counted"
+    } else if sc == 0 && rc > 0 {
+        "cleared"
+    } else if sc > clamp(f.total) {
+        "exceeds_history"
+    } else if sc > rc {
+        "overcount"
+    } else {
+        "undercount"
+    };
+    Some((Some(sc), rc, Some(sc - rc), class))
+}
+
+/// semantics.md "Backfill: where each last_read_id comes from", for the mapping above: every
+/// member row gets the highest of its receipts; failing that, an active member of shape A its
+/// counter k (k <= 0: the conversation's highest position; 0 < k < |L|: L[k], L the positions
+/// countable for it newest first; k >= |L|: 0), which only fills a missing watermark. The write
+/// is forward-only, and a write that does not advance a watermark changes nothing (its source
+/// included).
+pub fn backfill(l: &Legacy, existing: &BTreeMap<Key, Watermark>) -> BTreeMap<Key, Watermark> {
+    let mut out = existing.clone();
+    for (key, member) in &l.members {
+        let (conv, user) = key;
+        let position = l
+            .receipts
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, p)| *p)
+            .max();
+        let counter = if l.per_message || !member.active {
+            None
+        } else {
+            l.counters.get(key).copied().flatten()
+        };
+        let (value, source) = match (position, counter) {
+            (Some(p), _) => (p, "position"),
+            (None, Some(k)) => {
+                if existing.contains_key(key) {
+                    continue; // a counter never advances an existing watermark
+                }
+                (counter_position(l, conv, user, *member, k), "counter")
+            }
+            (None, None) => continue,
+        };
+        let advances = out.get(key).is_none_or(|w| value > w.last_read_id);
+        if advances {
+            out.insert(
+                key.clone(),
+                Watermark {
+                    last_read_id: value,
+                    source: Some(source.into()),
+                    backfilled: Some(value),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// The watermark a counter k gives member `user` of `conv` (semantics.md, Backfill 3).
+fn counter_position(l: &Legacy, conv: &str, user: &str, member: Member, k: i64) -> i64 {
+    let mut ls: Vec<i64> = l
+        .msgs
+        .iter()
+        .filter(|m| m.conv == conv && m.countable() && m.sender.as_deref() != Some(user))
+        .filter(|m| member.join.is_none_or(|j| m.id > j))
+        .map(|m| m.id)
+        .collect();
+    ls.sort_unstable_by(|a, b| b.cmp(a));
+    if k <= 0 {
+        return l
+            .msgs
+            .iter()
+            .filter(|m| m.conv == conv)
+            .map(|m| m.id)
+            .max()
+            .unwrap_or(0);
+    }
+    usize::try_from(k)
+        .ok()
+        .and_then(|k| ls.get(k).copied())
+        .unwrap_or(0)
+}
+
+/// The audit of `l` under the watermarks `wms`, with `--cap` (semantics.md "Legacy shapes",
+/// "Capped counts", "Drift classes"; the report's columns of interface.md).
+pub fn audit(l: &Legacy, wms: &BTreeMap<Key, Watermark>, cap: Option<i64>) -> Audit {
+    let mut a = Audit::default();
+    if l.per_message {
+        a.rows_checked = l.msgs.len() as u64;
+        for m in &l.msgs {
+            if let Some((sc, rc, drift, class)) = classify(&message_facts(l, wms, m, cap), cap) {
+                add(&mut a, drift, class);
+                a.rows.push(vec![
+                    m.conv.clone(),
+                    m.id.to_string(),
+                    cell(sc),
+                    rc.to_string(),
+                    cell(drift),
+                    class.to_string(),
+                ]);
+            }
+        }
+    } else {
+        a.rows_checked = l.counters.len() as u64;
+        for ((conv, user), &stored) in &l.counters {
+            let key = (conv.clone(), user.clone());
+            let facts = member_facts(l, wms, &key, stored);
+            if let Some((sc, rc, drift, class)) = classify(&facts, cap) {
+                add(&mut a, drift, class);
+                let wm = wms.get(&key);
+                a.rows.push(vec![
+                    conv.clone(),
+                    user.clone(),
+                    cell(sc),
+                    rc.to_string(),
+                    cell(drift),
+                    class.to_string(),
+                    cell(wm.map(|w| w.last_read_id)),
+                    wm.map(Watermark::provenance).unwrap_or_default(),
+                ]);
+            }
+        }
+    }
+    a.rows.sort();
+    a
+}
+
+/// Adds one drifting row to the sums.
+fn add(a: &mut Audit, drift: Option<i64>, class: &str) {
+    *a.by_class.entry(class.to_string()).or_default() += 1;
+    if let Some(d) = drift {
+        let abs = d.checked_abs().unwrap_or(i64::MAX);
+        a.sum_abs_drift = a.sum_abs_drift.saturating_add(abs);
+        a.max_abs_drift = a.max_abs_drift.max(abs);
+    }
+}
+
+/// Shape A: the facts of one counter row.
+fn member_facts(l: &Legacy, wms: &BTreeMap<Key, Watermark>, key: &Key, stored: Option<i64>) -> Facts {
+    let (conv, user) = key;
+    let member = l.members.get(key);
+    let is_member = member.is_some_and(|m| m.active);
+    let join = member.and_then(|m| m.join);
+    let wm = wms.get(key).map_or(0, |w| w.last_read_id);
+    let after_join = |pos: i64| join.is_none_or(|j| pos > j);
+    let t = join.map_or(wm, |j| wm.max(j));
+    let not_own = |m: &Msg| m.sender.as_deref() != Some(user.as_str());
+    let count = |f: &dyn Fn(&Msg) -> bool| {
+        l.msgs.iter().filter(|m| &m.conv == conv && f(m)).count() as i64
+    };
+    let recomputed = if is_member {
+        count(&|m| m.id > wm && m.countable() && not_own(m) && after_join(m.id))
+    } else {
+        0
+    };
+    Facts {
+        stored,
+        recomputed,
+        orphan: !is_member,
+        own: count(&|m| m.id > t && !not_own(m)),
+        excluded: count(&|m| m.id > t && not_own(m) && !m.countable()),
+        total: count(&|m| m.countable() && not_own(m) && after_join(m.id)),
+    }
+}
+
+/// Shape B: the facts of one message (semantics.md: `exceeds_history` compares with every
+/// reader the message ever had, the members other than the sender who joined before it).
+fn message_facts(l: &Legacy, wms: &BTreeMap<Key, Watermark>, m: &Msg, cap: Option<i64>) -> Facts {
+    let others: Vec<(&String, Member)> = l
+        .members
+        .iter()
+        .filter(|((c, x), _)| *c == m.conv && Some(x.as_str()) != m.sender.as_deref())
+        .map(|((_, x), &mb)| (x, mb))
+        .collect();
+    let joined_before = |mb: &Member| mb.join.is_none_or(|j| j < m.id);
+    let unread = |x: &String| {
+        wms.get(&(m.conv.clone(), x.clone()))
+            .map_or(0, |w| w.last_read_id)
+            < m.id
+    };
+    let would = others
+        .iter()
+        .filter(|(x, mb)| mb.active && joined_before(mb) && unread(x))
+        .count() as i64;
+    let orphans = others
+        .iter()
+        .filter(|(x, mb)| (!mb.active || !joined_before(mb)) && unread(x))
+        .count() as i64;
+    let own = m
+        .sender
+        .as_ref()
+        .and_then(|s| l.members.get(&(m.conv.clone(), s.clone())))
+        .is_some_and(|mb| mb.active && joined_before(mb));
+    let recomputed = if m.countable() { would } else { 0 };
+    let clamp = |x: i64| cap.map_or(x, |n| x.min(n + 1));
+    let orphan = m
+        .stored
+        .is_some_and(|s| orphans > 0 && clamp(s) == clamp(recomputed + orphans));
+    Facts {
+        stored: m.stored,
+        recomputed,
+        orphan,
+        own: own as i64,
+        excluded: if m.countable() { 0 } else { would },
+        total: others.iter().filter(|(_, mb)| joined_before(mb)).count() as i64,
+    }
+}

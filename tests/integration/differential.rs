@@ -1,0 +1,435 @@
+//! The differential test (issue 25): random small legacy databases through `expand`,
+//! `backfill` and `audit` on every backend, compared with the independent model of
+//! semantics.md (`crate::common::model`): every watermark (value, `source`, `backfilled_id`),
+//! every report row (its class and `watermark_source` included) and the audit's sums.
+//!
+//! What the worlds hold, to find what the scenarios do not: text keys with odd characters
+//! (quotes, spaces, accents, `%`, `_`, upper and lower case) in a different collation per table
+//! (PostgreSQL `C` or ICU `en-x-icu`; MariaDB `utf8mb4_bin` or `utf8mb4_general_ci`; SQLite
+//! `BINARY` or `NOCASE`; keys are chosen so that no two are equal in any of them, only their
+//! order differs); message positions interleaved across conversations; NULL senders; members
+//! who left or joined late; receipts, several per member; counters NULL, negative, 0, above the
+//! history and at the 64-bit edge (`i64::MAX`); watermarks the application wrote before the
+//! backfill (forward-only: the backfill never moves them back); `--cap`; both shapes; and now
+//! and then a duplicated member row, which every stage must refuse (exit 2) rather than count
+//! twice.
+//!
+//! Runs: `TIDEMARK_PROPTEST_CASES` cases per backend (default 24 on SQLite and 8 on each
+//! server); a longer run: `TIDEMARK_PROPTEST_CASES=300 cargo test --test integration
+//! differential::`. A failure prints the world, the model's answer and tidemark's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use sqlx::Connection;
+
+use crate::common::bin::run;
+use crate::common::model::{self, Key, Legacy, Member, Msg, Watermark};
+use crate::common::{csv, exec_all, Backend, TestDb};
+use crate::scenario::{self, quote_literal};
+
+/// Conversation keys: no two equal under any collation used, differently ordered by them.
+const CONVS: &[&str] = &["a", "B", "c", "D", "é", "F", "x y", "o'k", "Z9", "ñ", "_u", "%"];
+/// User keys, likewise.
+const USERS: &[&str] = &["u1", "U2", "ü3", "o'4", "v 5"];
+/// Counter values worth trying: NULL-free small ones, negatives, and the 64-bit edge.
+const EDGE_COUNTERS: &[i64] = &[-1, 0, 1, 2, 3, 5, 9, 40, i64::MAX];
+
+/// One generated case.
+#[derive(Debug, Clone)]
+struct World {
+    legacy: Legacy,
+    /// Watermarks the application wrote before the backfill.
+    existing: BTreeMap<Key, Watermark>,
+    /// A member row written twice (the stages must refuse it).
+    duplicate_member: Option<Key>,
+    cap: Option<i64>,
+    /// Per table (messages, members, counters, receipts): which of the backend's two
+    /// collations its key columns use.
+    collations: [bool; 4],
+}
+
+fn world() -> impl Strategy<Value = World> {
+    let conv = (
+        0..CONVS.len(),
+        prop::collection::vec(
+            (
+                prop::option::weighted(0.85, 0..USERS.len()),
+                prop::bool::weighted(0.15),
+                prop::bool::weighted(0.1),
+                prop::option::weighted(0.9, prop::sample::select(EDGE_COUNTERS)),
+            ),
+            0..6,
+        ),
+        prop::collection::vec(
+            prop::option::weighted(
+                0.7,
+                (
+                    prop::bool::weighted(0.8),
+                    prop::option::weighted(0.25, 0i64..40),
+                    prop::option::weighted(0.7, prop::option::weighted(0.9, prop::sample::select(EDGE_COUNTERS))),
+                    prop::collection::vec(1i64..60, 0..3),
+                    prop::option::weighted(0.3, 0i64..60),
+                ),
+            ),
+            USERS.len(),
+        ),
+    );
+    (
+        any::<bool>(),
+        prop::option::weighted(0.3, 1i64..4),
+        prop::collection::vec(conv, 1..4),
+        prop::bool::weighted(0.05),
+        any::<[bool; 4]>(),
+        prop::collection::btree_set(1i64..60, 0..24),
+    )
+        .prop_map(|(per_message, cap, convs, dup, collations, ids)| {
+            build(per_message, cap, convs, dup, collations, ids)
+        })
+}
+
+/// What the strategy draws for one conversation: its key, its messages (sender, deleted,
+/// system, shape B counter), and per user its member row (active, join position, counter,
+/// receipts, an application watermark).
+type ConvDraw = (
+    usize,
+    Vec<(Option<usize>, bool, bool, Option<i64>)>,
+    Vec<Option<(bool, Option<i64>, Option<Option<i64>>, Vec<i64>, Option<i64>)>>,
+);
+
+/// A world from the strategy's draws: positions handed out in a shuffled global order, so
+/// that they interleave across conversations.
+fn build(
+    per_message: bool,
+    cap: Option<i64>,
+    convs: Vec<ConvDraw>,
+    duplicate: bool,
+    collations: [bool; 4],
+    ids: BTreeSet<i64>,
+) -> World {
+    let mut legacy = Legacy {
+        per_message,
+        ..Legacy::default()
+    };
+    let mut existing = BTreeMap::new();
+    let mut ids = ids.into_iter().collect::<Vec<_>>();
+    ids.reverse();
+    let mut seen = BTreeSet::new();
+    for (c, msgs, members) in convs {
+        let conv = CONVS[c].to_string();
+        if !seen.insert(c) {
+            continue;
+        }
+        for (sender, deleted, system, stored) in msgs {
+            let Some(id) = ids.pop() else { break };
+            legacy.msgs.push(Msg {
+                conv: conv.clone(),
+                id,
+                sender: sender.map(|u| USERS[u].to_string()),
+                deleted,
+                system,
+                stored,
+            });
+        }
+        for (u, draw) in members.into_iter().enumerate() {
+            let Some((active, join, counter, receipts, wm)) = draw else { continue };
+            let key = (conv.clone(), USERS[u].to_string());
+            legacy.members.insert(key.clone(), Member { active, join });
+            if let Some(v) = counter {
+                legacy.counters.insert(key.clone(), v);
+            }
+            for r in receipts {
+                legacy.receipts.push((key.clone(), r));
+            }
+            if let Some(lrid) = wm {
+                existing.insert(key, Watermark::application(lrid));
+            }
+        }
+    }
+    let duplicate_member = duplicate
+        .then(|| legacy.members.keys().next().cloned())
+        .flatten();
+    World {
+        legacy,
+        existing,
+        duplicate_member,
+        cap,
+        collations,
+    }
+}
+
+/// The two collations a backend's tables are given.
+fn collation(backend: Backend, second: bool) -> &'static str {
+    match (backend, second) {
+        (Backend::Postgres, false) => "COLLATE \"C\"",
+        (Backend::Postgres, true) => "COLLATE \"en-x-icu\"",
+        (Backend::Mysql, false) => "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        (Backend::Mysql, true) => "CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
+        (Backend::Sqlite, false) => "COLLATE BINARY",
+        (Backend::Sqlite, true) => "COLLATE NOCASE",
+    }
+}
+
+/// The legacy schema of the scenarios with text keys, each table's in its own collation.
+fn schema(backend: Backend, w: &World) -> Vec<String> {
+    let key = |table: usize| format!("VARCHAR(64) {}", collation(backend, w.collations[table]));
+    vec![
+        format!(
+            "CREATE TABLE messages (conv_id {k} NOT NULL, id BIGINT NOT NULL, sender_id {k}, \
+             is_deleted INT NOT NULL DEFAULT 0, is_system INT NOT NULL DEFAULT 0, unread_count BIGINT, \
+             PRIMARY KEY (conv_id, id))",
+            k = key(0)
+        ),
+        format!(
+            "CREATE TABLE members (conv_id {k} NOT NULL, user_id {k} NOT NULL, active INT NOT NULL, \
+             join_position BIGINT)",
+            k = key(1)
+        ),
+        "CREATE INDEX members_conv ON members (conv_id, user_id)".into(),
+        format!(
+            "CREATE TABLE unread_counters (conv_id {k} NOT NULL, user_id {k} NOT NULL, unread_count BIGINT)",
+            k = key(2)
+        ),
+        "CREATE INDEX counters_conv ON unread_counters (conv_id, user_id)".into(),
+        format!(
+            "CREATE TABLE read_receipts (conv_id {k} NOT NULL, user_id {k} NOT NULL, message_id BIGINT NOT NULL)",
+            k = key(3)
+        ),
+        "CREATE INDEX receipts_conv ON read_receipts (conv_id, user_id)".into(),
+    ]
+}
+
+/// The rows of `w`, and (after `expand`) the application's watermarks.
+fn data(w: &World) -> (Vec<String>, Vec<String>) {
+    let q = |s: &str| quote_literal(s);
+    let n = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
+    let l = &w.legacy;
+    let mut rows = Vec::new();
+    for m in &l.msgs {
+        rows.push(format!(
+            "INSERT INTO messages (conv_id, id, sender_id, is_deleted, is_system, unread_count) \
+             VALUES ({}, {}, {}, {}, {}, {})",
+            q(&m.conv),
+            m.id,
+            m.sender.as_deref().map_or("NULL".to_string(), q),
+            m.deleted as i64,
+            m.system as i64,
+            n(m.stored)
+        ));
+    }
+    let mut members: Vec<(&Key, &Member)> = l.members.iter().collect();
+    if let Some(dup) = &w.duplicate_member {
+        members.push((dup, &l.members[dup]));
+    }
+    for ((c, u), m) in members {
+        rows.push(format!(
+            "INSERT INTO members (conv_id, user_id, active, join_position) VALUES ({}, {}, {}, {})",
+            q(c),
+            q(u),
+            m.active as i64,
+            n(m.join)
+        ));
+    }
+    if !l.per_message {
+        for ((c, u), v) in &l.counters {
+            rows.push(format!(
+                "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES ({}, {}, {})",
+                q(c),
+                q(u),
+                n(*v)
+            ));
+        }
+    }
+    for ((c, u), p) in &l.receipts {
+        rows.push(format!(
+            "INSERT INTO read_receipts (conv_id, user_id, message_id) VALUES ({}, {}, {p})",
+            q(c),
+            q(u)
+        ));
+    }
+    let wms = w
+        .existing
+        .iter()
+        .map(|((c, u), wm)| {
+            format!(
+                "INSERT INTO {} (user_id, conversation_id, last_read_id) VALUES ({}, {}, {})",
+                scenario::WATERMARK_TABLE,
+                q(u),
+                q(c),
+                wm.last_read_id
+            )
+        })
+        .collect();
+    (rows, wms)
+}
+
+/// The watermark table as tidemark left it.
+async fn watermarks(url: &str) -> BTreeMap<Key, Watermark> {
+    let mut conn = crate::common::connect(url).await;
+    let rows = sqlx::query(&format!(
+        "SELECT conversation_id, user_id, last_read_id, source, backfilled_id FROM {}",
+        scenario::WATERMARK_TABLE
+    ))
+    .fetch_all(&mut conn)
+    .await
+    .expect("reading the watermarks");
+    let _ = conn.close().await;
+    rows.iter()
+        .map(|r| {
+            let text = |i: usize| tidemark::values::text(r, i).unwrap().unwrap_or_default();
+            let key = (text(0), text(1));
+            let wm = Watermark {
+                last_read_id: sqlx::Row::try_get(r, 2).unwrap(),
+                source: tidemark::values::text(r, 3).unwrap(),
+                backfilled: sqlx::Row::try_get(r, 4).unwrap(),
+            };
+            (key, wm)
+        })
+        .collect()
+}
+
+/// One case on one backend.
+async fn check(backend: Backend, w: &World) -> Result<(), TestCaseError> {
+    let Some(db) = TestDb::create(backend, "differential").await else {
+        return Ok(());
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shape = if w.legacy.per_message {
+        scenario::SHAPE_PER_MESSAGE
+    } else {
+        scenario::SHAPE_PER_MEMBER
+    };
+    std::fs::write(d.join("m.toml"), scenario::mapping_toml(shape, false)).unwrap();
+    let mut conn = db.connect().await;
+    exec_all(&mut conn, &schema(backend, w)).await;
+    let (rows, wms) = data(w);
+    exec_all(&mut conn, &rows).await;
+    let common = ["--database", db.url.as_str(), "--mapping", "m.toml"];
+    let with = |args: &[&'static str]| -> Vec<String> {
+        args.iter()
+            .map(|s| s.to_string())
+            .chain(common.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    let expand = with(&["expand"]);
+    run(d, &to_str(&expand)).expect_code(0);
+    exec_all(&mut conn, &wms).await;
+    let _ = conn.close().await;
+    let result = stages(d, &db.url, w, &with).await;
+    db.cleanup().await;
+    result
+}
+
+fn to_str(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Backfill and audit, each compared with the model.
+async fn stages(
+    d: &Path,
+    url: &str,
+    w: &World,
+    with: &dyn Fn(&[&'static str]) -> Vec<String>,
+) -> Result<(), TestCaseError> {
+    let backfill = run(
+        d,
+        &to_str(&with(&["backfill", "--batch-size", "2", "--quiet"])),
+    );
+    if let Some((c, u)) = &w.duplicate_member {
+        // A member row written twice is bad input: named, nothing written.
+        prop_assert_eq!(backfill.code, Some(2), "duplicated member ({}, {}): {}", c, u, backfill.stderr);
+        let got = watermarks(url).await;
+        prop_assert_eq!(&got, &w.existing, "watermarks after a refused backfill");
+        return Ok(());
+    }
+    prop_assert_eq!(backfill.code, Some(0), "backfill: {}", backfill.stderr);
+    let want_wms = model::backfill(&w.legacy, &w.existing);
+    let got_wms = watermarks(url).await;
+    prop_assert_eq!(&got_wms, &want_wms, "watermarks (got, want)");
+
+    let cap = w.cap.map(|c| c.to_string());
+    let mut args = with(&[
+        "audit",
+        "--report",
+        "r.csv",
+        "--no-ledger",
+        "--allow-empty",
+        "--quiet",
+        "--format",
+        "json",
+        "--batch-size",
+        "2",
+    ]);
+    if let Some(c) = cap {
+        args.extend(["--cap".to_string(), c]);
+    }
+    let audit = run(d, &to_str(&args));
+    let want = model::audit(&w.legacy, &want_wms, w.cap);
+    let report = csv::try_read(&d.join("r.csv")).map_err(|e| {
+        TestCaseError::fail(format!("no report ({:?}): {e:#}\n{}", audit.code, audit.stderr))
+    })?;
+    let mut got = report.rows;
+    got.sort();
+    prop_assert_eq!(&got, &want.rows, "report rows (got, want)");
+    prop_assert_eq!(
+        audit.code,
+        Some(if want.rows.is_empty() { 0 } else { 1 }),
+        "audit exit code: {}",
+        audit.stderr
+    );
+    let summary: serde_json::Value = serde_json::from_str(&audit.stdout)
+        .map_err(|e| TestCaseError::fail(format!("audit JSON: {e}: {}", audit.stdout)))?;
+    prop_assert_eq!(summary["rows_checked"].as_u64(), Some(want.rows_checked));
+    prop_assert_eq!(summary["drifting_rows"].as_u64(), Some(want.rows.len() as u64));
+    prop_assert_eq!(summary["sum_abs_drift"].as_i64(), Some(want.sum_abs_drift), "sum |drift|");
+    prop_assert_eq!(summary["max_abs_drift"].as_i64(), Some(want.max_abs_drift), "largest |drift|");
+    for (class, n) in &want.by_class {
+        prop_assert_eq!(summary["by_class"][class].as_u64(), Some(*n), "class {}", class);
+    }
+    Ok(())
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("TIDEMARK_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs the property on `backend`, each case on a fresh database.
+fn property(backend: Backend, default_cases: u32) {
+    if !backend.enabled() {
+        eprintln!("skipping {}: not in TIDEMARK_TEST_BACKENDS", backend.name());
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: cases(default_cases),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&world(), |w| rt.block_on(check(backend, &w)))
+        .unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+}
+
+#[test]
+fn backfill_and_audit_equal_the_model_on_sqlite() {
+    property(Backend::Sqlite, 24);
+}
+
+#[test]
+fn backfill_and_audit_equal_the_model_on_postgres() {
+    property(Backend::Postgres, 8);
+}
+
+#[test]
+fn backfill_and_audit_equal_the_model_on_mysql() {
+    property(Backend::Mysql, 8);
+}
