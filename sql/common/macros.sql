@@ -51,3 +51,13 @@
     application moved it, or wrote it before any backfill). A row written before migration
     V5 has no backfilled_id: its `source` stands, `application` when it has none. -#}
 {% macro provenance(w) %}CASE WHEN {{ w }}.backfilled_id IS NULL THEN COALESCE({{ w }}.source, 'application') WHEN {{ w }}.last_read_id = {{ w }}.backfilled_id THEN {{ w }}.source ELSE 'application' END{% endmacro %}
+
+{#- The rows of a forward-only watermark write (each engine's upsert_watermarks.sql adds its own
+    conflict clause): the application's (`writer` "application") the three columns it owns,
+    from its binds (`bind`: user, conversation, message); the backfill's its plan's rows
+    (`source`) with their provenance, the evidence and the value written. -#}
+{% macro watermark_rows(wm, writer, source, bind) %}{% if writer == "application" %}INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
+VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }}){% else %}INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
+SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
+FROM {{ source }} tm_p
+WHERE tm_p.v IS NOT NULL{% endif %}{% endmacro %}

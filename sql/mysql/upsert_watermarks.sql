@@ -12,15 +12,8 @@
     (`writer` "application", `bind`: user, conversation, message) writes the three columns it
     owns. -#}
 {% set new = "VALUES(last_read_id) > last_read_id" %}
-{% if writer == "application" %}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
-VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
-{% else %}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
-FROM {{ source }} tm_p
-WHERE tm_p.v IS NOT NULL
-{% endif %}
+{% import "macros.sql" as m %}
+{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none) }}
 ON DUPLICATE KEY UPDATE
   updated_at = IF({{ new }}, CURRENT_TIMESTAMP(3), updated_at),
 {% if writer == "backfill" %}

@@ -9,15 +9,8 @@
     columns it owns. `updated_at` is the insert's default (EXCLUDED), not now(): a function in
     DO UPDATE SET must be IMMUTABLE on a distributed (Citus) table. -#}
 {% set new = "EXCLUDED.last_read_id > " ~ wm ~ ".last_read_id" %}
-{% if writer == "application" %}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
-VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
-{% else %}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
-FROM {{ source }} tm_p
-WHERE tm_p.v IS NOT NULL
-{% endif %}
+{% import "macros.sql" as m %}
+{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none) }}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
 SET updated_at = CASE WHEN {{ new }} THEN EXCLUDED.updated_at ELSE {{ wm }}.updated_at END,
 {% if writer == "backfill" %}

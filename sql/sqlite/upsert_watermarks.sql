@@ -8,15 +8,8 @@
     conversation, message) writes the three columns it owns. The WHERE clause keeps SQLite's
     parser from reading ON CONFLICT as a join constraint. -#}
 {% set new = "excluded.last_read_id > last_read_id" %}
-{% if writer == "application" %}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
-VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
-{% else %}
-INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
-FROM {{ source }} tm_p
-WHERE tm_p.v IS NOT NULL
-{% endif %}
+{% import "macros.sql" as m %}
+{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none) }}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
 SET updated_at = CASE WHEN {{ new }} THEN excluded.updated_at ELSE updated_at END,
 {% if writer == "backfill" %}

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 use sqlx::Connection;
 
 use crate::common::bin::run;
@@ -280,7 +279,12 @@ async fn check(backend: Backend, w: &World) -> Result<(), TestCaseError> {
     result
 }
 
-fn compare(d: &Path, want: &[Vec<String>], code: Option<i32>, stderr: &str) -> Result<(), TestCaseError> {
+fn compare(
+    d: &Path,
+    want: &[Vec<String>],
+    code: Option<i32>,
+    stderr: &str,
+) -> Result<(), TestCaseError> {
     let report = csv::try_read(&d.join("r.csv"))
         .map_err(|e| TestCaseError::fail(format!("no report ({code:?}): {e:#}\n{stderr}")))?;
     let mut got = report.rows;
@@ -291,32 +295,14 @@ fn compare(d: &Path, want: &[Vec<String>], code: Option<i32>, stderr: &str) -> R
     Ok(())
 }
 
-fn cases(default: u32) -> u32 {
-    ["TIDEMARK_PROPTEST_CASES", "PROPTEST_CASES"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok()?.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Runs the property on `backends` with a runtime of its own per case.
-fn property(backends: &[Backend], default_cases: u32) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut runner = TestRunner::new(Config {
-        cases: cases(default_cases),
-        failure_persistence: None,
-        ..Config::default()
+/// Runs the property on `backends`, each case on a fresh database.
+fn property(backends: &'static [Backend], default_cases: u32) {
+    model::run_property(world(), default_cases, |w| async move {
+        for &b in backends {
+            check(b, &w).await?;
+        }
+        Ok(())
     });
-    runner
-        .run(&world(), |w| {
-            for &b in backends {
-                rt.block_on(check(b, &w))?;
-            }
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

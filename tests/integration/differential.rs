@@ -22,7 +22,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 use sqlx::Connection;
 
 use crate::common::bin::run;
@@ -31,7 +30,9 @@ use crate::common::{csv, exec_all, Backend, TestDb};
 use crate::scenario::{self, quote_literal};
 
 /// Conversation keys: no two equal under any collation used, differently ordered by them.
-const CONVS: &[&str] = &["a", "B", "c", "D", "é", "F", "x y", "o'k", "Z9", "ñ", "_u", "%"];
+const CONVS: &[&str] = &[
+    "a", "B", "c", "D", "é", "F", "x y", "o'k", "Z9", "ñ", "_u", "%",
+];
 /// User keys, likewise.
 const USERS: &[&str] = &["u1", "U2", "ü3", "o'4", "v 5"];
 /// Counter values worth trying: NULL-free small ones, negatives, and the 64-bit edge.
@@ -69,7 +70,10 @@ fn world() -> impl Strategy<Value = World> {
                 (
                     prop::bool::weighted(0.8),
                     prop::option::weighted(0.25, 0i64..40),
-                    prop::option::weighted(0.7, prop::option::weighted(0.9, prop::sample::select(EDGE_COUNTERS))),
+                    prop::option::weighted(
+                        0.7,
+                        prop::option::weighted(0.9, prop::sample::select(EDGE_COUNTERS)),
+                    ),
                     prop::collection::vec(1i64..60, 0..3),
                     prop::option::weighted(0.3, 0i64..60),
                 ),
@@ -96,7 +100,15 @@ fn world() -> impl Strategy<Value = World> {
 type ConvDraw = (
     usize,
     Vec<(Option<usize>, bool, bool, Option<i64>)>,
-    Vec<Option<(bool, Option<i64>, Option<Option<i64>>, Vec<i64>, Option<i64>)>>,
+    Vec<
+        Option<(
+            bool,
+            Option<i64>,
+            Option<Option<i64>>,
+            Vec<i64>,
+            Option<i64>,
+        )>,
+    >,
 );
 
 /// A world from the strategy's draws: positions handed out in a shuffled global order, so
@@ -134,7 +146,9 @@ fn build(
             });
         }
         for (u, draw) in members.into_iter().enumerate() {
-            let Some((active, join, counter, receipts, wm)) = draw else { continue };
+            let Some((active, join, counter, receipts, wm)) = draw else {
+                continue;
+            };
             let key = (conv.clone(), USERS[u].to_string());
             legacy.members.insert(key.clone(), Member { active, join });
             if let Some(v) = counter {
@@ -340,7 +354,14 @@ async fn stages(
     );
     if let Some((c, u)) = &w.duplicate_member {
         // A member row written twice is bad input: named, nothing written.
-        prop_assert_eq!(backfill.code, Some(2), "duplicated member ({}, {}): {}", c, u, backfill.stderr);
+        prop_assert_eq!(
+            backfill.code,
+            Some(2),
+            "duplicated member ({}, {}): {}",
+            c,
+            u,
+            backfill.stderr
+        );
         let got = watermarks(url).await;
         prop_assert_eq!(&got, &w.existing, "watermarks after a refused backfill");
         return Ok(());
@@ -369,7 +390,10 @@ async fn stages(
     let audit = run(d, &to_str(&args));
     let want = model::audit(&w.legacy, &want_wms, w.cap);
     let report = csv::try_read(&d.join("r.csv")).map_err(|e| {
-        TestCaseError::fail(format!("no report ({:?}): {e:#}\n{}", audit.code, audit.stderr))
+        TestCaseError::fail(format!(
+            "no report ({:?}): {e:#}\n{}",
+            audit.code, audit.stderr
+        ))
     })?;
     let mut got = report.rows;
     got.sort();
@@ -383,20 +407,29 @@ async fn stages(
     let summary: serde_json::Value = serde_json::from_str(&audit.stdout)
         .map_err(|e| TestCaseError::fail(format!("audit JSON: {e}: {}", audit.stdout)))?;
     prop_assert_eq!(summary["rows_checked"].as_u64(), Some(want.rows_checked));
-    prop_assert_eq!(summary["drifting_rows"].as_u64(), Some(want.rows.len() as u64));
-    prop_assert_eq!(summary["sum_abs_drift"].as_i64(), Some(want.sum_abs_drift), "sum |drift|");
-    prop_assert_eq!(summary["max_abs_drift"].as_i64(), Some(want.max_abs_drift), "largest |drift|");
+    prop_assert_eq!(
+        summary["drifting_rows"].as_u64(),
+        Some(want.rows.len() as u64)
+    );
+    prop_assert_eq!(
+        summary["sum_abs_drift"].as_i64(),
+        Some(want.sum_abs_drift),
+        "sum |drift|"
+    );
+    prop_assert_eq!(
+        summary["max_abs_drift"].as_i64(),
+        Some(want.max_abs_drift),
+        "largest |drift|"
+    );
     for (class, n) in &want.by_class {
-        prop_assert_eq!(summary["by_class"][class].as_u64(), Some(*n), "class {}", class);
+        prop_assert_eq!(
+            summary["by_class"][class].as_u64(),
+            Some(*n),
+            "class {}",
+            class
+        );
     }
     Ok(())
-}
-
-fn cases(default: u32) -> u32 {
-    std::env::var("TIDEMARK_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Runs the property on `backend`, each case on a fresh database.
@@ -405,18 +438,9 @@ fn property(backend: Backend, default_cases: u32) {
         eprintln!("skipping {}: not in TIDEMARK_TEST_BACKENDS", backend.name());
         return;
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut runner = TestRunner::new(Config {
-        cases: cases(default_cases),
-        failure_persistence: None,
-        ..Config::default()
+    model::run_property(world(), default_cases, |w| async move {
+        check(backend, &w).await
     });
-    runner
-        .run(&world(), |w| rt.block_on(check(backend, &w)))
-        .unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
 }
 
 #[test]

@@ -23,6 +23,10 @@
 //! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 /// (conversation, user), as the keys are written.
 pub type Key = (String, String);
@@ -86,10 +90,7 @@ impl Watermark {
     /// evidence while the value is the one it wrote, else `application`.
     pub fn provenance(&self) -> String {
         match self.backfilled {
-            None => self
-                .source
-                .clone()
-                .unwrap_or_else(|| "application".into()),
+            None => self.source.clone().unwrap_or_else(|| "application".into()),
             Some(b) if b == self.last_read_id => self.source.clone().unwrap_or_default(),
             Some(_) => "application".into(),
         }
@@ -297,7 +298,12 @@ fn add(a: &mut Audit, drift: Option<i64>, class: &str) {
 }
 
 /// Shape A: the facts of one counter row.
-fn member_facts(l: &Legacy, wms: &BTreeMap<Key, Watermark>, key: &Key, stored: Option<i64>) -> Facts {
+fn member_facts(
+    l: &Legacy,
+    wms: &BTreeMap<Key, Watermark>,
+    key: &Key,
+    stored: Option<i64>,
+) -> Facts {
     let (conv, user) = key;
     let member = l.members.get(key);
     let is_member = member.is_some_and(|m| m.active);
@@ -306,9 +312,8 @@ fn member_facts(l: &Legacy, wms: &BTreeMap<Key, Watermark>, key: &Key, stored: O
     let after_join = |pos: i64| join.is_none_or(|j| pos > j);
     let t = join.map_or(wm, |j| wm.max(j));
     let not_own = |m: &Msg| m.sender.as_deref() != Some(user.as_str());
-    let count = |f: &dyn Fn(&Msg) -> bool| {
-        l.msgs.iter().filter(|m| &m.conv == conv && f(m)).count() as i64
-    };
+    let count =
+        |f: &dyn Fn(&Msg) -> bool| l.msgs.iter().filter(|m| &m.conv == conv && f(m)).count() as i64;
     let recomputed = if is_member {
         count(&|m| m.id > wm && m.countable() && not_own(m) && after_join(m.id))
     } else {
@@ -365,4 +370,36 @@ fn message_facts(l: &Legacy, wms: &BTreeMap<Key, Watermark>, m: &Msg, cap: Optio
         excluded: if m.countable() { 0 } else { would },
         total: others.iter().filter(|(_, mb)| joined_before(mb)).count() as i64,
     }
+}
+
+/// How many cases a property runs: `TIDEMARK_PROPTEST_CASES` (or `PROPTEST_CASES`), else
+/// `default`.
+pub fn cases(default: u32) -> u32 {
+    ["TIDEMARK_PROPTEST_CASES", "PROPTEST_CASES"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs a property over `strategy`'s worlds, each checked by `check` on a current-thread
+/// runtime of its own, and panics with the minimal failing world.
+pub fn run_property<S, F, Fut>(strategy: S, default_cases: u32, check: F)
+where
+    S: Strategy,
+    S::Value: Debug,
+    F: Fn(S::Value) -> Fut,
+    Fut: std::future::Future<Output = Result<(), TestCaseError>>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: cases(default_cases),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&strategy, |w| rt.block_on(check(w)))
+        .unwrap_or_else(|e| panic!("{e}"));
 }
