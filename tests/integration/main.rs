@@ -47,6 +47,7 @@ mod least_privilege;
 mod mapping_fuzz;
 mod predicates;
 mod privileges;
+mod provenance;
 mod runner_lock;
 mod scenarios;
 mod secrets;
