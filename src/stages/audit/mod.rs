@@ -197,6 +197,7 @@ fn options_record(opts: &AuditOptions) -> AuditOptionsRecord {
         scope: opts.scope_description.clone(),
         min_age_s: opts.min_age.map(|a| a.as_secs()),
         store_rows: opts.store_rows,
+        spreadsheet_safe: opts.spreadsheet_safe,
     }
 }
 
