@@ -120,7 +120,7 @@ pub async fn run(
                     dialect,
                     id,
                     RunStatus::Failed,
-                    &serde_json::json!({ "error": e.to_string() }),
+                    &serde_json::json!({ "error": crate::error::masked(&e.to_string()) }),
                     None,
                     None,
                     None,
