@@ -379,7 +379,7 @@ async fn no_password_shows_whatever_its_characters(backend: Backend) {
     let port = base.port().unwrap();
     let path = base.path().to_string();
 
-    let cases = std::env::var("PROPTEST_CASES")
+    let cases = std::env::var("TIDEMARK_SECRETS_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(6);
