@@ -10,7 +10,7 @@
 //!   the value of every query parameter whose name holds `password` (or is `pass`, `pwd`) too.
 //! - The driver gets the text as written when it is a URL whose reading agrees with that rule;
 //!   otherwise the user name and password, percent-encoded (a `%` followed by two hex digits is
-//!   kept: an escape, as in any URL). A text that is no URL then either is refused (exit 2) with
+//!   kept: an escape, as in any URL). A text that is no URL even so is refused (exit 2) with
 //!   the parser's reason, never its text.
 
 use std::fmt::Write as _;
