@@ -21,9 +21,37 @@ pub fn input_error(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(message.into()))
 }
 
+/// Texts never to print, each with what is printed instead, longest first: a database URL as
+/// written and its password in every form (registered by `crate::db::Dsn::parse`, issue 25
+/// row 9), masked in every error [`describe`] words and every text [`masked`] is given.
+static NEVER_SHOWN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers texts never to print (see [`NEVER_SHOWN`]): each `(text, instead)` pair.
+pub fn never_show(pairs: &[(String, String)]) {
+    let mut all = NEVER_SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+    for pair in pairs {
+        if !pair.0.is_empty() && !all.contains(pair) {
+            all.push(pair.clone());
+        }
+    }
+    all.sort_by_key(|(text, _)| std::cmp::Reverse(text.len()));
+}
+
+/// `text` with every registered secret (see [`never_show`]) replaced.
+pub fn masked(text: &str) -> String {
+    let all = NEVER_SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = text.to_string();
+    for (secret, instead) in all.iter() {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), instead);
+        }
+    }
+    out
+}
+
 /// An error and its causes on one line, each cause once: drivers repeat their cause in their
 /// own message ("error returned from database: X" caused by "X"), so a cause already said is
-/// left out.
+/// left out. Registered secrets are masked ([`masked`]).
 pub fn describe(error: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in error.chain() {
@@ -36,7 +64,7 @@ pub fn describe(error: &anyhow::Error) -> String {
         }
         out.push_str(&text);
     }
-    out
+    masked(&out)
 }
 
 /// What kind of error a command ended with.

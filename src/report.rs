@@ -4,6 +4,12 @@
 //! The report is written to a temporary file in the destination's folder, fsync'd, then renamed
 //! into place, so a crash never leaves a half report under the final name. Its SHA-256 is
 //! computed while writing and goes into the ledger.
+//!
+//! Its mode (issue 25, row 12): a report that replaces a file keeps that file's permission bits,
+//! and its owner and group where the process may set them (root; the group for a member of it),
+//! as `sed -i` does; a new one is created 0600 (it names users), or with `--report-mode`. The
+//! temporary file is 0600 until then. Text cells a spreadsheet would run as a formula are
+//! written as they are, or escaped on request ([`text_cell`], row 13).
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -60,6 +66,8 @@ pub struct ReportWriter {
     csv: Option<csv::Writer<HashingWriter>>,
     tmp: PathBuf,
     dest: PathBuf,
+    /// The finished file's permission bits (None: the replaced file's, or 0600).
+    mode: Option<u32>,
 }
 
 impl Drop for ReportWriter {
@@ -72,22 +80,24 @@ impl Drop for ReportWriter {
 }
 
 impl ReportWriter {
-    /// Creates `<dest>.<pid>.tmp` beside `dest` and writes the header for `shape`.
+    /// Creates `<dest>.<pid>.tmp` beside `dest` and writes the header for `shape`; `mode`:
+    /// the finished report's permission bits (None: the replaced file's, or 0600).
     ///
     /// Errors (exit 3): the folder does not exist or is not writable.
-    pub fn create(dest: &Path, shape: Shape) -> Result<ReportWriter> {
+    pub fn create(dest: &Path, shape: Shape, mode: Option<u32>) -> Result<ReportWriter> {
         match shape {
-            Shape::PerMember => ReportWriter::with_header(dest, &PER_MEMBER_HEADER),
-            Shape::PerMessage => ReportWriter::with_header(dest, &PER_MESSAGE_HEADER),
+            Shape::PerMember => ReportWriter::with_header(dest, &PER_MEMBER_HEADER, mode),
+            Shape::PerMessage => ReportWriter::with_header(dest, &PER_MESSAGE_HEADER, mode),
         }
     }
 
-    /// Creates `<dest>.<pid>.tmp` beside `dest` and writes `header`: any CSV that must appear
-    /// whole or not at all (the drift report, the contract's archive).
+    /// Creates `<dest>.<pid>.tmp` beside `dest` (mode 0600) and writes `header`: any CSV that
+    /// must appear whole or not at all (the drift report, the contract's archive). `mode`: the
+    /// finished file's permission bits (None: those of the file it replaces, or 0600).
     ///
     /// Errors: exit 2 when `dest` exists and is not a regular file; exit 3 when the folder
     /// does not exist or is not writable.
-    pub fn with_header(dest: &Path, header: &[&str]) -> Result<ReportWriter> {
+    pub fn with_header(dest: &Path, header: &[&str], mode: Option<u32>) -> Result<ReportWriter> {
         check_destination(dest)?;
         let name = dest
             .file_name()
@@ -97,8 +107,8 @@ impl ReportWriter {
             name.to_string_lossy(),
             std::process::id()
         ));
-        let file =
-            File::create(&tmp).with_context(|| format!("creating the report {}", tmp.display()))?;
+        let file = create_private(&tmp)
+            .with_context(|| format!("creating the report {}", tmp.display()))?;
         let mut csv = csv::WriterBuilder::new().from_writer(HashingWriter {
             inner: BufWriter::new(file),
             hash: Sha256::new(),
@@ -108,6 +118,7 @@ impl ReportWriter {
             csv: Some(csv),
             tmp,
             dest: dest.to_path_buf(),
+            mode,
         })
     }
 
@@ -178,6 +189,8 @@ impl ReportWriter {
         let file = inner
             .into_inner()
             .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
+        take_place_of(&file, &self.dest, self.mode, Some(0o600))
+            .with_context(|| format!("setting the mode of the report {}", self.tmp.display()))?;
         file.sync_all().context("fsync of the report")?;
         drop(file);
         std::fs::rename(&self.tmp, &self.dest)
@@ -218,6 +231,61 @@ pub fn check_destination(dest: &Path) -> Result<()> {
             dest.display()
         ))),
         _ => Ok(()),
+    }
+}
+
+/// Creates `path` (truncated if it exists) readable and writable by its owner only: a
+/// temporary file whose final mode [`take_place_of`] sets.
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    open.open(path)
+}
+
+/// Readies `file`, about to be renamed onto `dest`, to take its place: the owner and group of
+/// the file at `dest` where the process may set them (root may set both, a member of the
+/// group the group; otherwise they stay the process's), then the permission bits `mode`, or
+/// else the replaced file's, or else `fresh` (None: as the file was created).
+///
+/// Errors: the mode cannot be set (an I/O failure, exit 3). A refused owner or group is not an
+/// error: the file keeps the process's.
+pub fn take_place_of(
+    file: &File,
+    dest: &Path,
+    mode: Option<u32>,
+    fresh: Option<u32>,
+) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let old = std::fs::metadata(dest).ok().filter(|m| m.is_file());
+        if let Some(old) = &old {
+            if std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid())).is_err() {
+                let _ = std::os::unix::fs::fchown(file, None, Some(old.gid()));
+            }
+        }
+        // Set after the owner: a change of owner clears the set-id bits.
+        if let Some(bits) = mode.or(old.map(|m| m.mode() & 0o777)).or(fresh) {
+            file.set_permissions(std::fs::Permissions::from_mode(bits))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (file, dest, mode, fresh);
+    Ok(())
+}
+
+/// A text cell (a key a user typed: a conversation or user id) as written to a CSV file: as it
+/// is by default, so scripts read the exact key back; with `spreadsheet_safe`, a cell that a
+/// spreadsheet would run as a formula (it begins with `=`, `+`, `-`, `@`, a tab or a carriage
+/// return: OWASP, "CSV Injection") gets a leading `'`, which spreadsheets show as text.
+/// Numbers are never passed here (a negative drift stays a number).
+pub fn text_cell(text: &str, spreadsheet_safe: bool) -> String {
+    if spreadsheet_safe && text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_string()
     }
 }
 

@@ -49,8 +49,10 @@
     value came from"), over the watermark row `w`: the backfill's evidence (`source`) while
     the value is the one the backfill wrote (`backfilled_id`), else `application` (the
     application moved it, or wrote it before any backfill). A row written before migration
-    V5 has no backfilled_id: its `source` stands, `application` when it has none. -#}
-{% macro provenance(w) %}CASE WHEN {{ w }}.backfilled_id IS NULL THEN COALESCE({{ w }}.source, 'application') WHEN {{ w }}.last_read_id = {{ w }}.backfilled_id THEN {{ w }}.source ELSE 'application' END{% endmacro %}
+    V5 has no backfilled_id: its `source` stands when it names an evidence kind (the
+    spellings of EvidenceKind::as_str: an earlier backfill wrote it), else `application` (none,
+    or the `app` the application's statement of earlier versions wrote: issue 25, row 5). -#}
+{% macro provenance(w) %}CASE WHEN {{ w }}.backfilled_id IS NULL THEN CASE WHEN {{ w }}.source IN ('position', 'timestamp', 'counter', 'own_message') THEN {{ w }}.source ELSE 'application' END WHEN {{ w }}.last_read_id = {{ w }}.backfilled_id THEN {{ w }}.source ELSE 'application' END{% endmacro %}
 
 {#- The rows of a forward-only watermark write (each engine's upsert_watermarks.sql adds its own
     conflict clause): the application's (`writer` "application") the three columns it owns,

@@ -4,7 +4,12 @@
     broken: a view or a trigger that uses the column, a foreign key on it; 0: it goes with the
     column, an index), definition (text: the view's or trigger's SQL, which the caller scans
     for the table and the column, since MySQL/MariaDB record no column dependencies; NULL:
-    the catalog's answer is exact). -#}
+    the catalog's answer is exact). Only objects over the mapped database's table count
+    (issue 25, row 16): a view whose definition names it qualified by its database, as
+    MySQL/MariaDB store every view's definition (`db`.`table`), wherever the view is; a
+    trigger of the mapped database, or of another one whose statement names the mapped
+    database. A table of the same name in another database of the server, and what depends
+    on it there, are not this mapping's. -#}
 WITH tm_p AS (SELECT COALESCE(?, DATABASE()) AS s, ? AS t, ? AS c)
 SELECT CONVERT('view' USING utf8mb4) AS kind,
        CONVERT(CONCAT(v.TABLE_SCHEMA, '.', v.TABLE_NAME) USING utf8mb4) AS name,
@@ -12,6 +17,7 @@ SELECT CONVERT('view' USING utf8mb4) AS kind,
        CONVERT(v.VIEW_DEFINITION USING utf8mb4) AS definition
 FROM information_schema.VIEWS v JOIN tm_p
 WHERE v.VIEW_DEFINITION LIKE CONCAT('%', tm_p.c, '%')
+  AND v.VIEW_DEFINITION LIKE CONCAT('%`', tm_p.s, '`.`', tm_p.t, '`%')
 UNION ALL
 SELECT CONVERT('trigger' USING utf8mb4),
        CONVERT(CONCAT(g.TRIGGER_SCHEMA, '.', g.TRIGGER_NAME) USING utf8mb4),
@@ -19,6 +25,7 @@ SELECT CONVERT('trigger' USING utf8mb4),
        CONVERT(CONCAT('ON `', g.EVENT_OBJECT_TABLE, '` ', g.ACTION_STATEMENT) USING utf8mb4)
 FROM information_schema.TRIGGERS g JOIN tm_p
 WHERE g.ACTION_STATEMENT LIKE CONCAT('%', tm_p.c, '%')
+  AND (g.TRIGGER_SCHEMA = tm_p.s OR g.ACTION_STATEMENT LIKE CONCAT('%', tm_p.s, '%'))
 UNION ALL
 SELECT CONVERT('index' USING utf8mb4),
        CONVERT(CONCAT(x.INDEX_NAME, ' on ', x.TABLE_SCHEMA, '.', x.TABLE_NAME) USING utf8mb4),

@@ -8,7 +8,7 @@ use super::completions::{CompletionsArgs, ManArgs};
 use super::contract::ContractArgs;
 use super::inspect::InspectArgs;
 use super::sql::SqlArgs;
-use super::values::{at_least, parse_ratio, rate, Common, Format};
+use super::values::{at_least, file_mode, parse_ratio, rate, Common, Format};
 use crate::stages::batch::DEFAULT_BATCH_SIZE;
 
 /// Move a live chat database from unread counters to read watermarks, in stages:
@@ -162,6 +162,14 @@ pub struct AuditArgs {
     /// Where to write the CSV drift report.
     #[arg(long, default_value = "tidemark-drift.csv", value_name = "FILE")]
     pub report: PathBuf,
+    /// Permission bits of the report (octal, e.g. 640). Default: a replaced report keeps its
+    /// mode (and owner and group where permitted), a new one is 600.
+    #[arg(long, value_name = "MODE", value_parser = file_mode)]
+    pub report_mode: Option<u32>,
+    /// Escape key cells a spreadsheet would run as a formula (beginning with = + - @, a tab or
+    /// a carriage return) with a leading '. Without it the keys are written exactly.
+    #[arg(long)]
+    pub spreadsheet_safe: bool,
     /// Compare counts as "N+": counting stops at N+1 and both sides are clamped to N+1.
     #[arg(long, value_name = "N", value_parser = at_least::<i64>(1))]
     pub cap: Option<i64>,

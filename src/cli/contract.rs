@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::outcome::Outcome;
-use super::values::{at_least, Common, Format};
+use super::values::{at_least, file_mode, Common, Format};
 use crate::db::Dsn;
 use crate::gate::GateOptions;
 use crate::stages::batch::DEFAULT_BATCH_SIZE;
@@ -44,6 +44,11 @@ pub struct ContractArgs {
     /// next to --archive when given).
     #[arg(long, value_name = "FILE")]
     pub audit_report: Option<PathBuf>,
+    /// Permission bits (octal, e.g. 640) of the final audit's report and the --archive CSV.
+    /// Default: a replaced file keeps its mode (and owner and group where permitted), a new
+    /// one is 600.
+    #[arg(long, value_name = "MODE", value_parser = file_mode)]
+    pub report_mode: Option<u32>,
     /// Drop a counter table that holds nothing but the keys and the counter, instead of the
     /// column.
     #[arg(long)]
@@ -84,6 +89,7 @@ impl ContractArgs {
             },
             archive_csv: self.archive.clone(),
             audit_report: self.audit_report.clone(),
+            report_mode: self.report_mode,
             drop_table: self.drop_table,
             force: self.force,
             reason: self.reason.clone(),

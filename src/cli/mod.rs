@@ -144,6 +144,8 @@ async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
     let opts = audit::AuditOptions {
         cap: args.cap,
         report: args.report.clone(),
+        report_mode: args.report_mode,
+        spreadsheet_safe: args.spreadsheet_safe,
         batch_size: args.batch_size,
         ledger: !args.no_ledger,
         max_drift_rows: args.max_drift_rows.unwrap_or(0),

@@ -120,3 +120,17 @@ pub(crate) fn parse_ratio(s: &str) -> Result<f64, String> {
         Err(format!("{r} is outside 0..=1"))
     }
 }
+
+/// A file's permission bits in octal (`--report-mode`): `640`, `0640` or `0o640`, at most
+/// 777; the error names the value and what is expected.
+pub(crate) fn file_mode(s: &str) -> Result<u32, String> {
+    let digits = s.trim();
+    let digits = digits.strip_prefix("0o").unwrap_or(digits);
+    let octal = !digits.is_empty() && digits.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if octal && m <= 0o777 => Ok(m),
+        _ => Err(format!(
+            "{s:?} is not a file mode: expected octal permission bits such as 600 or 0640"
+        )),
+    }
+}

@@ -13,15 +13,21 @@ use crate::dialect::Dialect;
 use crate::error::input_error;
 
 pub mod catalog;
+mod dsn_text;
 pub mod privileges;
 pub mod testing;
 pub mod tx;
 
 /// A database URL (DSN) with its dialect. `Display` shows it with the password replaced by
-/// `***`; the raw text is only handed to the driver.
+/// `***` (and every password parameter); the raw text is only handed to the driver. The user
+/// info runs to the last `@`, so a password may hold any character (`src/db/dsn_text.rs`).
 #[derive(Clone)]
 pub struct Dsn {
     raw: String,
+    /// The URL as printed.
+    shown: String,
+    /// What [`Dsn::scrub`] masks: the URL and its password in every form.
+    masks: Vec<(String, String)>,
     /// The dialect named by the URL scheme.
     pub dialect: Dialect,
 }
@@ -29,7 +35,8 @@ pub struct Dsn {
 impl Dsn {
     /// Parses `postgres://`/`postgresql://`, `mysql://`/`mariadb://` and `sqlite:` URLs.
     ///
-    /// Errors (exit 2): an empty URL or an unknown scheme, named without the password.
+    /// Errors (exit 2): an empty URL or an unknown scheme, named without the password; a text
+    /// that no reading makes a URL (the parser's reason; the text is never shown).
     pub fn parse(raw: &str) -> Result<Dsn> {
         let raw = raw.trim();
         if raw.is_empty() {
@@ -64,7 +71,19 @@ impl Dsn {
                 ))
             }
         };
-        Ok(Dsn { raw, dialect })
+        let text = dsn_text::read(&raw).map_err(|why| {
+            input_error(format!(
+                "the database URL cannot be read: {why}; its text is not shown (percent-encode a password's special characters, e.g. # as %23)"
+            ))
+        })?;
+        // Every error tidemark prints masks them too (the driver's errors can echo parts).
+        crate::error::never_show(&text.masks);
+        Ok(Dsn {
+            raw: text.driver,
+            shown: text.shown,
+            masks: text.masks,
+            dialect,
+        })
     }
 
     /// The DSN of a command line: `--database URL` (or `DATABASE_URL`), or the first line of
@@ -151,12 +170,16 @@ impl Dsn {
         Ok(conn)
     }
 
-    /// Masks the password wherever it appears in `text` (driver errors sometimes echo it).
+    /// Masks the URL (as written or as the driver got it: replaced by its printed form) and
+    /// its password (as written, percent-decoded and -encoded, and its pieces between URL
+    /// delimiters), and every password parameter, wherever they appear in `text` (driver
+    /// errors sometimes echo them).
     pub fn scrub(&self, text: &str) -> String {
-        match password(&self.raw) {
-            Some(p) if !p.is_empty() => text.replace(&p, "***"),
-            _ => text.to_string(),
+        let mut out = text.to_string();
+        for (secret, instead) in &self.masks {
+            out = out.replace(secret, instead);
         }
+        crate::error::masked(&out)
     }
 
     /// The database name in the URL path (`test` in `postgres://h/test`), if any.
@@ -170,18 +193,15 @@ impl Dsn {
     pub fn with_database(&self, name: &str) -> Result<Dsn> {
         let mut url = url::Url::parse(&self.raw).with_context(|| format!("bad URL {self}"))?;
         url.set_path(&format!("/{name}"));
-        Ok(Dsn {
-            raw: url.to_string(),
-            dialect: self.dialect,
-        })
+        Dsn::parse(url.as_str())
     }
 }
 
 impl std::fmt::Display for Dsn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown = redact(&self.raw);
         // The demo's own open mode is not part of what the user named.
-        f.write_str(shown.strip_suffix("?mode=rwc").unwrap_or(&shown))
+        let shown = &self.shown;
+        f.write_str(shown.strip_suffix("?mode=rwc").unwrap_or(shown))
     }
 }
 
@@ -191,53 +211,12 @@ impl std::fmt::Debug for Dsn {
     }
 }
 
-fn password(raw: &str) -> Option<String> {
-    let url = url::Url::parse(raw).ok()?;
-    url.password().map(percent_decode)
-}
-
-fn percent_decode(text: &str) -> String {
-    url::form_urlencoded::parse(format!("p={text}").as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| text.to_string())
-}
-
-/// A URL with its password (and any `password=` query parameter) replaced by `***`.
-///
-/// Text that does not parse as a URL is returned up to its first `@` only, so a malformed DSN
-/// with credentials still never reaches a log.
+/// A URL as printed: its user info (to the last `@`) as `user:***`, every password parameter
+/// as `***`. Text that no reading makes a URL is not shown at all (a placeholder instead).
 pub fn redact(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut url) if !url.cannot_be_a_base() => {
-            if url.password().is_some() {
-                let _ = url.set_password(Some("***"));
-            }
-            let pairs: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| {
-                    let secret =
-                        k.eq_ignore_ascii_case("password") || k.eq_ignore_ascii_case("pass");
-                    (
-                        k.into_owned(),
-                        if secret {
-                            "***".to_string()
-                        } else {
-                            v.into_owned()
-                        },
-                    )
-                })
-                .collect();
-            if !pairs.is_empty() {
-                url.query_pairs_mut().clear().extend_pairs(pairs);
-            }
-            url.to_string()
-        }
-        _ => match raw.rfind('@') {
-            Some(at) => format!("***@{}", &raw[at + 1..]),
-            None => raw.to_string(),
-        },
-    }
+    dsn_text::read(raw.trim())
+        .map(|t| t.shown)
+        .unwrap_or_else(|_| dsn_text::NOT_SHOWN.to_string())
 }
 
 #[cfg(test)]
@@ -255,8 +234,10 @@ mod tests {
             "mysql://root@127.0.0.1/test?password=***&ssl-mode=disabled"
         );
         assert_eq!(redact("sqlite:demo.db"), "sqlite:demo.db");
-        assert_eq!(redact("garbage:pw@host"), "***@host");
-        assert_eq!(redact("not a url user:pw@host"), "***@host");
+        // Issue 25, row 9: a text that is not a URL is not shown at all; an `@` in an opaque
+        // URL still ends a user info.
+        assert_eq!(redact("garbage:pw@host"), "garbage:***@host");
+        assert_eq!(redact("not a url user:pw@host"), dsn_text::NOT_SHOWN);
     }
 
     #[test]

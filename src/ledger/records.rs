@@ -312,6 +312,9 @@ pub struct AuditOptionsRecord {
     pub min_age_s: Option<u64>,
     /// `--store-rows`.
     pub store_rows: bool,
+    /// `--spreadsheet-safe` (absent in the records of earlier versions: false).
+    #[serde(default)]
+    pub spreadsheet_safe: bool,
 }
 
 impl AuditOptionsRecord {

@@ -48,6 +48,8 @@ mod least_privilege;
 mod mapping_fuzz;
 mod predicates;
 mod privileges;
+mod provenance;
+mod report_files;
 mod runner_lock;
 mod scenarios;
 mod secrets;

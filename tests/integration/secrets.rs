@@ -268,3 +268,181 @@ async fn the_password_is_never_written(backend: Backend) {
     let _ = admin.close().await;
     db.cleanup().await;
 }
+
+on_every_backend!(servers: no_password_shows_whatever_its_characters);
+
+/// The characters that mean something in a URL (RFC 3986's gen-delims and sub-delims, `%`,
+/// and those a URL must encode: space, `"`, `<`, `>`, `\`, `^`, `` ` ``, `{`, `|`, `}`).
+const URL_SPECIAL: &str = ":/?#[]@!$&'()*+,;=% \"<>\\^`{|}";
+
+/// Passwords from the issue, then generated ones: URL-special characters around a core of
+/// eight letters and digits that nothing else prints (what the test looks for in the output).
+fn passwords(cases: u32) -> Vec<(String, String)> {
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    let special: Vec<char> = URL_SPECIAL.chars().collect();
+    let specials = proptest::collection::vec(proptest::sample::select(special), 0..5);
+    let strategy = (
+        specials.clone(),
+        "[A-Za-z0-9]{7}",
+        proptest::collection::vec(
+            proptest::sample::select(URL_SPECIAL.chars().collect::<Vec<_>>()),
+            1..5,
+        ),
+        "[A-Za-z0-9%@#?/]{0,4}",
+    )
+        .prop_map(|(a, core, b, tail)| {
+            let core = format!("K{core}");
+            let pw = format!(
+                "{}{core}{}{tail}",
+                a.into_iter().collect::<String>(),
+                b.into_iter().collect::<String>()
+            );
+            (pw, core)
+        });
+    let mut out: Vec<(String, String)> = [
+        ("2024#Spring", "Spring"),
+        ("#S3cretPW", "S3cretPW"),
+        ("12?Spring", "Spring"),
+        ("p@ss/w%rd Qx7Zpw", "Qx7Zpw"),
+    ]
+    .iter()
+    .map(|(p, c)| (p.to_string(), c.to_string()))
+    .collect();
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for _ in 0..cases {
+        out.push(strategy.new_tree(&mut runner).unwrap().current());
+    }
+    out
+}
+
+/// `text` with every character but letters and digits percent-encoded.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The statement giving user `name` the password `pw`.
+fn set_password(backend: Backend, name: &str, pw: &str) -> String {
+    match backend {
+        Backend::Postgres => format!(
+            "ALTER ROLE \"{name}\" PASSWORD '{}'",
+            pw.replace('\'', "''")
+        ),
+        _ => format!(
+            "ALTER USER '{name}'@'%' IDENTIFIED BY '{}'",
+            pw.replace('\\', "\\\\").replace('\'', "''")
+        ),
+    }
+}
+
+/// Panics when the standard output or error of `r` holds the password's `core` (or the whole
+/// password).
+#[track_caller]
+fn never_shows(what: &str, r: &Run, pw: &str, core: &str, form: &str, port: u16) {
+    for text in [&r.stdout, &r.stderr] {
+        assert!(
+            !text.contains(core) && !text.contains(pw),
+            "{what} printed the password {pw:?} (written {form}, port {port}):\n{text}"
+        );
+    }
+}
+
+/// Issue 25, row 9: a password with any URL-special character (`#`, `?`, `@`, `/`, `%`,
+/// spaces…), written as is or percent-encoded, in `--database` or in `--database-file`, never
+/// shows in what any command that prints a URL prints: connected (every command), refused (no
+/// server on the port), or with the password percent-encoded. Written as is, the URL still
+/// connects (its user info runs to the last `@`), unless a `%` followed by two hex digits makes
+/// it another password (an escape, as in any URL).
+async fn no_password_shows_whatever_its_characters(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "secrets_chars").await else {
+        return;
+    };
+    let mut admin = db.connect().await;
+    let s = scenario::load_one(&mut admin, SCENARIO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("m.toml"), s.mapping_toml()).unwrap();
+    run(d, &["expand", "--database", &db.url, "--mapping", "m.toml"]).expect_code(0);
+    let user = format!("tm_chars_{}", std::process::id());
+    let (create, drop) = user_sql(backend, &db.name, &user);
+    exec_all(&mut admin, &create).await;
+    let base = url::Url::parse(&url_as(&db.url, &user)).unwrap();
+    let scheme = base.scheme().to_string();
+    let port = base.port().unwrap();
+    let path = base.path().to_string();
+
+    let cases = std::env::var("TIDEMARK_SECRETS_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    // (command, whether it connects)
+    let commands: [(&[&str], bool); 9] = [
+        (&["status"], true),
+        (&["plan"], true),
+        (&["contract"], true),
+        (&["expand", "--dry-run"], true),
+        (&["backfill", "--dry-run", "--restart"], true),
+        (&["audit", "--report", "r.csv", "--no-ledger", "-q"], true),
+        (&["status", "--format", "json"], true),
+        (&["plan", "--format", "json"], true),
+        (&["sql", "app"], false),
+    ];
+    for (pw, core) in passwords(cases) {
+        exec_all(&mut admin, &[set_password(backend, &user, &pw)]).await;
+        let ambiguous = pw
+            .as_bytes()
+            .windows(3)
+            .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+        for (form, written) in [("as is", pw.clone()), ("encoded", encoded(&pw))] {
+            for port in [port, 1] {
+                let url = format!("{scheme}://{user}:{written}@127.0.0.1:{port}{path}");
+                std::fs::write(d.join("url.txt"), format!("{url}\n")).unwrap();
+                for (i, (args, connects)) in commands.iter().enumerate() {
+                    let mut all = args.to_vec();
+                    // Half through the file, half on the command line.
+                    if i % 2 == 0 {
+                        all.extend(["--database-file", "url.txt"]);
+                    } else {
+                        all.extend(["--database", &url]);
+                    }
+                    all.extend(["--mapping", "m.toml"]);
+                    let r = run(d, &all);
+                    never_shows(&format!("{args:?}"), &r, &pw, &core, form, port);
+                    let reached = port != 1 && !(form == "as is" && ambiguous);
+                    if *connects && reached {
+                        assert!(
+                            matches!(r.code, Some(0 | 1)),
+                            "{args:?} with password {pw:?} written {form}: {r:?}"
+                        );
+                    } else if *connects && port == 1 {
+                        assert_eq!(r.code, Some(3), "{args:?} refused, {pw:?} {form}: {r:?}");
+                    }
+                }
+                if port == 1 {
+                    let r = run(d, &["inspect", "--database", &url]);
+                    never_shows("inspect", &r, &pw, &core, form, port);
+                    assert_eq!(r.code, Some(3), "inspect refused, {pw:?} {form}: {r:?}");
+                    let r = run(d, &["demo", "--database", &url, "-q"]);
+                    never_shows("demo", &r, &pw, &core, form, port);
+                    assert_eq!(r.code, Some(3), "demo refused, {pw:?} {form}: {r:?}");
+                } else {
+                    let r = run(d, &["inspect", "--database-file", "url.txt"]);
+                    never_shows("inspect", &r, &pw, &core, form, port);
+                }
+            }
+        }
+    }
+    for sql in drop.split("; ") {
+        let _ = sqlx::query(sql).execute(&mut admin).await;
+    }
+    let _ = admin.close().await;
+    db.cleanup().await;
+}

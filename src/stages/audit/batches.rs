@@ -38,7 +38,7 @@ pub(super) async fn audit_batches(
     } = *run;
     let started = Instant::now();
     let partial = partial_path(&opts.report);
-    let mut report = ReportWriter::create(&opts.report, shape)?;
+    let mut report = ReportWriter::create(&opts.report, shape, opts.report_mode)?;
     if lo.is_some() {
         // Rows of the earlier parts come first.
         if let Err(e) = report.append_rows_from(&partial) {

@@ -120,7 +120,7 @@ pub async fn run(
                     dialect,
                     id,
                     RunStatus::Failed,
-                    &serde_json::json!({ "error": e.to_string() }),
+                    &serde_json::json!({ "error": crate::error::masked(&e.to_string()) }),
                     None,
                     None,
                     None,
@@ -197,6 +197,7 @@ fn options_record(opts: &AuditOptions) -> AuditOptionsRecord {
         scope: opts.scope_description.clone(),
         min_age_s: opts.min_age.map(|a| a.as_secs()),
         store_rows: opts.store_rows,
+        spreadsheet_safe: opts.spreadsheet_safe,
     }
 }
 

@@ -9,7 +9,7 @@ use super::types::{AuditSummary, BatchRun, Example};
 use crate::drift::{classify, Facts, Membership};
 use crate::ledger;
 use crate::mapping::Shape;
-use crate::report::{cell, ReportWriter};
+use crate::report::{cell, text_cell, ReportWriter};
 use crate::stages::Key;
 
 /// Decodes one row of the audit statement, classifies it and records it (summary, examples,
@@ -96,9 +96,13 @@ pub(super) fn record_row(
             recomputed: d.recomputed,
         });
     }
+    let key_cell = |key: &Key| match key {
+        Key::Text(t) => text_cell(t, run.opts.spreadsheet_safe),
+        Key::Int(_) => key.to_string(),
+    };
     let mut cells = vec![
-        conv.to_string(),
-        subject.to_string(),
+        key_cell(&conv),
+        key_cell(&subject),
         cell(d.stored),
         d.recomputed.to_string(),
         cell(d.drift),

@@ -82,13 +82,25 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
     );
     crate::report::check_destination(path)?;
     let tmp = path.with_extension(format!("prom.{}.tmp", std::process::id()));
-    if let Err(e) = std::fs::write(&tmp, out) {
+    if let Err(e) = write_replacing(&tmp, path, out.as_bytes()) {
         // Disk full: leave no half-written temporary file beside the destination.
         let _ = std::fs::remove_file(&tmp);
         return Err(e).with_context(|| format!("writing the metrics file {}", tmp.display()));
     }
     std::fs::rename(&tmp, path)
         .with_context(|| format!("moving the metrics file into place at {}", path.display()))?;
+    Ok(())
+}
+
+/// Writes `bytes` to `tmp`, which is to replace `dest`: with the replaced file's mode, owner and
+/// group where permitted (issue 25, row 12); a new metrics file keeps the mode the umask gives
+/// (node_exporter, another user, reads it; it names no user).
+fn write_replacing(tmp: &Path, dest: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let mut file = std::fs::File::create(tmp)?;
+    file.write_all(bytes)?;
+    crate::report::take_place_of(&file, dest, None, None)?;
+    file.sync_all()?;
     Ok(())
 }
 

@@ -21,6 +21,12 @@ pub struct AuditOptions {
     pub cap: Option<i64>,
     /// Where the CSV report goes.
     pub report: PathBuf,
+    /// `--report-mode`: the report's permission bits (None: those of the file it replaces,
+    /// or 0600 for a new one).
+    pub report_mode: Option<u32>,
+    /// `--spreadsheet-safe`: text key cells that a spreadsheet would run as a formula get a
+    /// leading `'` ([`crate::report::text_cell`]); without it the report holds the exact keys.
+    pub spreadsheet_safe: bool,
     /// Rows per batch (counter rows, or messages for per_message), whole conversations.
     pub batch_size: u64,
     /// Record the run in the ledger (false: `--no-ledger`, writes nothing to the database).
@@ -70,6 +76,8 @@ impl Default for AuditOptions {
         AuditOptions {
             cap: None,
             report: PathBuf::from("tidemark-drift.csv"),
+            report_mode: None,
+            spreadsheet_safe: false,
             batch_size: crate::stages::batch::DEFAULT_BATCH_SIZE,
             ledger: true,
             max_drift_rows: 0,

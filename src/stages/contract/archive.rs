@@ -229,6 +229,7 @@ pub async fn write_csv(
     keys: &Keys,
     contract_id: i64,
     path: &Path,
+    mode: Option<u32>,
 ) -> Result<(Checksum, String)> {
     let mut csv = crate::report::ReportWriter::with_header(
         path,
@@ -238,6 +239,7 @@ pub async fn write_csv(
             "stored_unread",
             "audit_id",
         ],
+        mode,
     )?;
     let result: Result<Checksum> = async {
         let (mut rows, mut non_null, mut sum, mut squares) = (0i64, 0i64, 0i128, 0i128);

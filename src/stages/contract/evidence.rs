@@ -78,6 +78,6 @@ pub fn evidence(
             reason,
             overridden: reasons,
         }),
-        error: error.map(|e| format!("{e:#}")),
+        error: error.map(|e| crate::error::masked(&format!("{e:#}"))),
     })?)
 }

@@ -174,7 +174,8 @@ async fn drop_target(
         csv_sha256: None,
     };
     if let Some(path) = &opts.archive_csv {
-        let (csv_sum, sha) = write_csv(conn, ctx, keys, contract_id, path).await?;
+        let (csv_sum, sha) =
+            write_csv(conn, ctx, keys, contract_id, path, opts.report_mode).await?;
         if csv_sum != archived {
             anyhow::bail!(
                 "the CSV archive {} does not verify: {csv_sum:?}, archive table {archived:?}; nothing was dropped",

@@ -51,6 +51,7 @@ pub async fn final_audit(
     let audit_opts = audit::AuditOptions {
         cap: tolerance.cap,
         report: report.clone(),
+        report_mode: opts.report_mode,
         batch_size,
         ledger: true,
         max_drift_rows: tolerance.max_drift_rows.unwrap_or(0),

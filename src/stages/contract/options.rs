@@ -31,6 +31,9 @@ pub struct ContractOptions {
     /// Where the final audit writes its report (None: [`super::DEFAULT_AUDIT_REPORT`], next
     /// to the archive CSV when there is one).
     pub audit_report: Option<PathBuf>,
+    /// `--report-mode`: the permission bits of the final audit's report and the archive CSV
+    /// (None: those of the file each replaces, or 0600 for a new one).
+    pub report_mode: Option<u32>,
     /// `--drop-table`.
     pub drop_table: bool,
     /// `--force`.
@@ -57,6 +60,7 @@ impl Default for ContractOptions {
             gate: GateOptions::default(),
             archive_csv: None,
             audit_report: None,
+            report_mode: None,
             drop_table: false,
             force: false,
             reason: None,
