@@ -41,18 +41,18 @@ WITH tm_base AS (
          1 AS is_member,
          CAST(NULL AS {{ int }}) AS join_pos
 {% endif %}
-  FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_k
-  LEFT JOIN (SELECT tm_w0.conversation_id AS conversation_id, tm_w0.user_id AS user_id,
+  FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range, ctr.conv_k)) }}) tm_k
+  LEFT JOIN (SELECT {{ m.out("tm_w0.conversation_id", wm_conv_k) }} AS conversation_id, {{ m.out("tm_w0.user_id", wm_user_k) }} AS user_id,
                     tm_w0.last_read_id AS last_read_id, {{ m.provenance("tm_w0") }} AS source
              FROM {{ wm }} tm_w0
-             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm) }}) tm_w
+             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm, wm_conv_k) }}) tm_w
          ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
-  LEFT JOIN (SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
+  LEFT JOIN (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv, {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
                     {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
              FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
-             WHERE 1 = 1{{ m.range("this." ~ mem.conv, range_mem) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
+             WHERE 1 = 1{{ m.range("this." ~ mem.conv, range_mem, mem.conv_k) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}
 ),
 tm_t AS {{ materialized }} (
@@ -71,9 +71,9 @@ tm_s1 AS (
   FROM tm_t
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, 1, NULL, NULL
-  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
-        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2) }}) tm_f
+        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
   JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
 ),
 tm_w1 AS (
@@ -95,7 +95,7 @@ tm_s1 AS (
   FROM tm_t
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, tm_f.c, tm_f.l, tm_f.x, NULL, NULL, NULL, NULL, NULL
-  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender,
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
                CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c,
                CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS l,
 {% if msg.countable %}
@@ -104,7 +104,7 @@ tm_s1 AS (
                0 AS x
 {% endif %}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
-        WHERE 1 = 1{{ m.range("this." ~ msg.conv, range2) }}) tm_f
+        WHERE 1 = 1{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
   JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
 ),
 tm_w1 AS (
@@ -143,9 +143,9 @@ tm_s2 AS (
   FROM tm_d
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
-        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range3) }}) tm_f
+        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range3, msg.conv_k) }}) tm_f
   JOIN tm_dc ON tm_dc.tm_conv = tm_f.conv
 ),
 tm_w2 AS (
@@ -164,5 +164,5 @@ SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
        CAST({{ m.clamp("tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable
 FROM tm_w2 tm_r
 WHERE tm_r.kind = 0
-ORDER BY tm_r.conv, tm_r.sender
+ORDER BY {{ m.in_order("tm_r.conv", ctr.conv_k) }}, tm_r.sender
 {% endif %}

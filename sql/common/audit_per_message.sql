@@ -27,26 +27,26 @@
 WITH tm_x AS (
   SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
          CAST(COALESCE(tm_w.last_read_id, 0) AS {{ int }}) AS wm
-  FROM (SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
+  FROM (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv, {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
                CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active,
                CAST({% if join_x %}{{ join_x }}{% else %}NULL{% endif %} AS {{ int }}) AS join_pos
         FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
-        WHERE 1 = 1{{ m.range("this." ~ mem.conv, range2) }}) tm_y
-  LEFT JOIN (SELECT tm_w0.conversation_id AS conversation_id, tm_w0.user_id AS user_id, tm_w0.last_read_id AS last_read_id
+        WHERE 1 = 1{{ m.range("this." ~ mem.conv, range2, mem.conv_k) }}) tm_y
+  LEFT JOIN (SELECT {{ m.out("tm_w0.conversation_id", wm_conv_k) }} AS conversation_id, {{ m.out("tm_w0.user_id", wm_user_k) }} AS user_id, tm_w0.last_read_id AS last_read_id
              FROM {{ wm }} tm_w0
-             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm) }}) tm_w
+             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm, wm_conv_k) }}) tm_w
          ON tm_w.user_id = tm_y.usr AND tm_w.conversation_id = tm_y.conv
 ),
 tm_s1 AS (
   SELECT tm_b.conv AS conv, tm_b.pos AS pos, 0 AS kind, tm_b.sender AS sender,
          0 AS r, 0 AS o1, 0 AS o2, 0 AS t,
          tm_b.stored AS stored, tm_b.is_countable AS is_countable, tm_b.is_legacy AS is_legacy
-  FROM (SELECT this.{{ msg.conv }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, this.{{ msg.sender }} AS sender,
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
                CAST(this.{{ ctr.column }} AS {{ int }}) AS stored,
                CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS is_countable,
                CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS is_legacy
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
-        WHERE 1 = 1{{ m.range("this." ~ msg.conv, range) }}) tm_b
+        WHERE 1 = 1{{ m.range("this." ~ msg.conv, range, msg.conv_k) }}) tm_b
   UNION ALL
   SELECT tm_x.conv, tm_x.wm, 1, tm_x.usr,
          0, CASE WHEN tm_x.is_active = 0 OR tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0, 1,
@@ -87,9 +87,9 @@ SELECT COUNT(*) AS n FROM tm_d
 SELECT tm_r.conv AS conv, tm_r.pos AS pos, tm_r.stored AS stored,
        CAST({{ m.clamp("tm_r.recomputed", cap) }} AS {{ int }}) AS recomputed,
        CAST({{ m.clamp("tm_r.orphans", cap) }} AS {{ int }}) AS orphans,
-       CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }} WHERE this.{{ mem.conv }} = tm_r.conv AND this.{{ mem.user }} = tm_r.sender AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
+       CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }} WHERE {{ m.eq("this." ~ mem.conv, mem.conv_k, "tm_r.conv") }} AND {{ m.eq("this." ~ mem.user, mem.user_k, "tm_r.sender") }} AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
        CAST({{ m.clamp("tm_r.total", cap) }} AS {{ int }}) AS total_countable
 FROM tm_d tm_r
-ORDER BY tm_r.conv, tm_r.pos
+ORDER BY {{ m.in_order("tm_r.conv", msg.conv_k) }}, tm_r.pos
 {% endif %}

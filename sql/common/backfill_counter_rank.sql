@@ -15,17 +15,18 @@
     tm_rank, has conv, usr, pos (L[k], or NULL) and representable (1 when k <= |L|). -#}
 {% import "macros.sql" as m %}
 {% macro ctes(msg, ctr, range, int) %}
+{% set cv = m.out("this." ~ msg.conv, msg.conv_k) %}{% set sv = m.out("this." ~ msg.sender, msg.sender_k) %}
 tm_rw AS (
-  SELECT this.{{ msg.conv }} AS conv, this.{{ msg.id }} AS pos, this.{{ msg.sender }} AS sender,
-         ROW_NUMBER() OVER (PARTITION BY this.{{ msg.conv }} ORDER BY this.{{ msg.id }} DESC) AS r_all,
-         ROW_NUMBER() OVER (PARTITION BY this.{{ msg.conv }}, this.{{ msg.sender }} ORDER BY this.{{ msg.id }} DESC) AS r_own
+  SELECT {{ cv }} AS conv, this.{{ msg.id }} AS pos, {{ sv }} AS sender,
+         ROW_NUMBER() OVER (PARTITION BY {{ cv }} ORDER BY this.{{ msg.id }} DESC) AS r_all,
+         ROW_NUMBER() OVER (PARTITION BY {{ cv }}, {{ sv }} ORDER BY this.{{ msg.id }} DESC) AS r_own
   FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
-  WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range) }}
+  WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range, msg.conv_k) }}
 ),
 tm_rc AS (
   SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos, tm_kk.stored AS k
   FROM tm_subj tm_s
-  JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_kk
+  JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range, ctr.conv_k)) }}) tm_kk
     ON tm_kk.conv = tm_s.conv AND tm_kk.usr = tm_s.usr
   WHERE tm_kk.stored > 0
 ),

@@ -97,9 +97,9 @@ WITH tm_subj AS (
          0 AS mp
 {% endif %}
   FROM tm_subj tm_s
-  LEFT JOIN (SELECT tm_w.conversation_id AS conv, tm_w.user_id AS usr, tm_w.last_read_id AS last_read_id
+  LEFT JOIN (SELECT {{ m.out("tm_w.conversation_id", wm_conv_k) }} AS conv, {{ m.out("tm_w.user_id", wm_user_k) }} AS usr, tm_w.last_read_id AS last_read_id
              FROM {{ wm }} tm_w
-             WHERE 1 = 1{{ m.range("tm_w.conversation_id", range) }}) tm_x
+             WHERE 1 = 1{{ m.range("tm_w.conversation_id", range, wm_conv_k) }}) tm_x
          ON tm_x.conv = tm_s.conv AND tm_x.usr = tm_s.usr
 {% for e in evidence %}
   {{ ev.join(e, loop.index, range, msg, ctr, int) }}

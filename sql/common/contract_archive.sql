@@ -9,4 +9,4 @@ INSERT INTO tidemark_counter_archive
 SELECT CAST({{ p[0] }} AS {{ int }}), CAST({{ p[1] }} AS {{ int }}), {{ p[2] }}, {{ p[3] }},
        {{ key_conv }}, {% if key_subject %}{{ key_subject }}{% else %}NULL{% endif %}, {{ ctr.column }}, CAST({{ p[4] }} AS {{ int }})
 FROM {{ ctr.table }}
-WHERE 1 = 1{{ m.range(key_conv, range) }}
+WHERE 1 = 1{{ m.range(key_conv, range, ctr.conv_k) }}

@@ -30,10 +30,11 @@
     evidence_macros.sql `from`), kept by its filter; the value is the looked-up position or the
     column. -#}
 {% macro position_join(e, i, range, int) %}
-LEFT JOIN (SELECT this.{{ e.conv }} AS conv, this.{{ e.user }} AS usr, CAST(MAX({{ evf.value(e) }}) AS {{ int }}) AS v
+{% set cv = m.out("this." ~ e.conv, e.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}
+LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX({{ evf.value(e) }}) AS {{ int }}) AS v
            {{ evf.from(e) }}
-           WHERE 1 = 1{{ m.range("this." ~ e.conv, range) }}{{ evf.filter(e) }}
-           GROUP BY this.{{ e.conv }}, this.{{ e.user }}) tm_e{{ i }}
+           WHERE 1 = 1{{ m.range("this." ~ e.conv, range, e.conv_k) }}{{ evf.filter(e) }}
+           GROUP BY {{ cv }}, {{ uv }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endmacro %}
 {% macro position_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
@@ -44,31 +45,33 @@ LEFT JOIN (SELECT this.{{ e.conv }} AS conv, this.{{ e.user }} AS usr, CAST(MAX(
     on the user key (a correlated MAX), and applies in each of the user's conversations. -#}
 {% macro timestamp_join(e, i, range) %}
 {% if e.conv %}
-LEFT JOIN (SELECT this.{{ e.conv }} AS conv, this.{{ e.user }} AS usr, MAX(this.{{ e.column }}) AS t
+{% set cv = m.out("this." ~ e.conv, e.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}
+LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, MAX(this.{{ e.column }}) AS t
            {{ evf.from(e) }}
-           WHERE 1 = 1{{ m.range("this." ~ e.conv, range) }}{{ evf.filter(e) }}
-           GROUP BY this.{{ e.conv }}, this.{{ e.user }}) tm_e{{ i }}
+           WHERE 1 = 1{{ m.range("this." ~ e.conv, range, e.conv_k) }}{{ evf.filter(e) }}
+           GROUP BY {{ cv }}, {{ uv }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endif %}
 {% endmacro %}
-{% macro timestamp_value(e, i, msg, int) %}{% if e.conv %}{% set t = "tm_e" ~ i ~ ".t" %}{% else %}{% set t = "(SELECT MAX(this." ~ e.column ~ ") " ~ evf.from(e) ~ " WHERE this." ~ e.user ~ " = tm_s.usr" ~ evf.filter(e) ~ ")" %}{% endif %}CASE WHEN {{ t }} IS NULL THEN NULL
+{% macro timestamp_value(e, i, msg, int) %}{% if e.conv %}{% set t = "tm_e" ~ i ~ ".t" %}{% else %}{% set t = "(SELECT MAX(this." ~ e.column ~ ") " ~ evf.from(e) ~ " WHERE " ~ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") ~ evf.filter(e) ~ ")" %}{% endif %}CASE WHEN {{ t }} IS NULL THEN NULL
             ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-                   WHERE tm_m.{{ msg.conv }} = tm_s.conv AND tm_m.{{ msg.created_at }} <= {{ t }})
+                   WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_s.conv") }} AND tm_m.{{ msg.created_at }} <= {{ t }})
        END{% endmacro %}
 
 {# ==== kind: counter ==== #}
 {% macro counter_join(e, i, range, ctr, int) %}
-LEFT JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range)) }}) tm_e{{ i }}
+LEFT JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range, ctr.conv_k)) }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endmacro %}
 {% macro counter_value(e, i) %}tm_e{{ i }}.stored{% endmacro %}
 
 {# ==== kind: own_message ==== #}
 {% macro own_message_join(e, i, range, msg, int) %}
-LEFT JOIN (SELECT tm_m.{{ msg.conv }} AS conv, tm_m.{{ msg.sender }} AS usr, CAST(MAX(tm_m.{{ msg.id }}) AS {{ int }}) AS v
+{% set cv = m.out("tm_m." ~ msg.conv, msg.conv_k) %}{% set uv = m.out("tm_m." ~ msg.sender, msg.sender_k) %}
+LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(tm_m.{{ msg.id }}) AS {{ int }}) AS v
            FROM {{ msg.table }} tm_m
-           WHERE 1 = 1{{ m.range("tm_m." ~ msg.conv, range) }}
-           GROUP BY tm_m.{{ msg.conv }}, tm_m.{{ msg.sender }}) tm_e{{ i }}
+           WHERE 1 = 1{{ m.range("tm_m." ~ msg.conv, range, msg.conv_k) }}
+           GROUP BY {{ cv }}, {{ uv }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endmacro %}
 {% macro own_message_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
@@ -85,9 +88,10 @@ LEFT JOIN (SELECT tm_m.{{ msg.conv }} AS conv, tm_m.{{ msg.sender }} AS usr, CAS
 
 {# ==== shared: the conversation's highest position ==== #}
 {% macro max_pos_join(range, msg, int) %}
-LEFT JOIN (SELECT tm_m.{{ msg.conv }} AS conv, CAST(MAX(tm_m.{{ msg.id }}) AS {{ int }}) AS v
+{% set cv = m.out("tm_m." ~ msg.conv, msg.conv_k) %}
+LEFT JOIN (SELECT {{ cv }} AS conv, CAST(MAX(tm_m.{{ msg.id }}) AS {{ int }}) AS v
            FROM {{ msg.table }} tm_m
-           WHERE 1 = 1{{ m.range("tm_m." ~ msg.conv, range) }}
-           GROUP BY tm_m.{{ msg.conv }}) tm_mp
+           WHERE 1 = 1{{ m.range("tm_m." ~ msg.conv, range, msg.conv_k) }}
+           GROUP BY {{ cv }}) tm_mp
        ON tm_mp.conv = tm_s.conv
 {% endmacro %}

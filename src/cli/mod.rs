@@ -113,7 +113,8 @@ async fn run_backfill(args: BackfillArgs, out: &mut dyn Write) -> Result<Outcome
     };
     let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
     let statements = if args.dry_run {
-        backfill::statements(&mapping, dsn.dialect)?
+        let (ctx, _) = stage_context(&mut conn, &mapping, &dsn).await?;
+        backfill::statements_in(&mapping, &ctx)?
     } else {
         Vec::new()
     };
@@ -295,18 +296,22 @@ async fn plan(
     dsn: &Dsn,
 ) -> Result<()> {
     let indexes = crate::inspect::indexes::check(conn, dsn.dialect, mapping).await?;
-    text::plan_header(out, dsn, mapping, &indexes)?;
-    let report = expand::run(conn, mapping, dsn.dialect, true).await?;
+    let (ctx, collations) = stage_context(conn, mapping, dsn).await?;
+    text::plan_header(out, dsn, mapping, &indexes, &collations.notices())?;
+    let mut report = expand::run(conn, mapping, dsn.dialect, true).await?;
+    // The header named the key columns' collations already.
+    report.notices.clear();
     text::expand(out, &report, dsn)?;
+    let per_batch = batches_run(&ctx);
     text::plan_statements(
         out,
-        "2. backfill: per batch of whole conversations (lo, hi]",
-        &backfill::statements(mapping, dsn.dialect)?,
+        &format!("2. backfill: {per_batch}"),
+        &backfill::statements_in(mapping, &ctx)?,
     )?;
     text::plan_statements(
         out,
-        "3. audit: per batch of whole conversations (lo, hi]",
-        &audit::statements(mapping, dsn.dialect, None)?,
+        &format!("3. audit: {per_batch}"),
+        &audit::statements_in(mapping, &ctx, None)?,
     )?;
     let dry = crate::stages::contract::ContractOptions {
         quiet: true,
@@ -331,17 +336,19 @@ async fn plan_json(
     dsn: &Dsn,
 ) -> Result<()> {
     let report = expand::run(conn, mapping, dsn.dialect, true).await?;
+    let (ctx, collations) = stage_context(conn, mapping, dsn).await?;
+    let per_batch = batches_run(&ctx);
     let mut stages = vec![
         json::plan_expand(&report),
         json::PlanStageJson::new(
             "backfill",
-            "per batch of whole conversations (lo, hi]",
-            &backfill::statements(mapping, dsn.dialect)?,
+            per_batch,
+            &backfill::statements_in(mapping, &ctx)?,
         ),
         json::PlanStageJson::new(
             "audit",
-            "per batch of whole conversations (lo, hi]",
-            &audit::statements(mapping, dsn.dialect, None)?,
+            per_batch,
+            &audit::statements_in(mapping, &ctx, None)?,
         ),
     ];
     let dry = crate::stages::contract::ContractOptions {
@@ -372,6 +379,33 @@ async fn plan_json(
     }
     stages.push(contract);
     let indexes = crate::inspect::indexes::check(conn, dsn.dialect, mapping).await?;
-    json::plan(out, dsn, mapping, &indexes, stages)?;
+    json::plan(out, dsn, mapping, &indexes, stages, &collations.notices())?;
     Ok(())
+}
+
+/// The statements' context for this database: its key columns' collations read and applied
+/// (issue 25: batches of keys where they differ), with the collations for the warnings.
+///
+/// Errors (exit 3): the catalog cannot be read.
+async fn stage_context(
+    conn: &mut sqlx::AnyConnection,
+    mapping: &Mapping,
+    dsn: &Dsn,
+) -> Result<(crate::dialect::SqlContext, crate::schema::KeyCollations)> {
+    let collations = crate::schema::KeyCollations::read(conn, mapping, dsn.dialect).await?;
+    let ctx = collations.apply(
+        crate::dialect::SqlContext::new(mapping, dsn.dialect),
+        mapping,
+    );
+    Ok((ctx, collations))
+}
+
+/// When a batch statement runs, as `plan` says it: per range of keys, or per list of keys
+/// when the key columns' collations differ.
+fn batches_run(ctx: &crate::dialect::SqlContext) -> &'static str {
+    if ctx.keyed {
+        "per batch of whole conversations, by their keys (the key columns' collations differ: each table is read by the list of the batch's conversations)"
+    } else {
+        "per batch of whole conversations (lo, hi]"
+    }
 }

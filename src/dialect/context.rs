@@ -3,7 +3,9 @@
 //! are inserted verbatim: they are the DBA's SQL, validated in [`crate::mapping`].
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 
+use super::collation::KeyCompare;
 use super::handle::Dialect;
 use crate::mapping::{Combine, EvidenceKind, Mapping, RowRefs, Shape};
 
@@ -32,6 +34,18 @@ pub struct SqlContext {
     pub wm_name: String,
     /// Shape: `per_member` or `per_message`.
     pub shape: Shape,
+    /// Whether batches are lists of conversation keys rather than ranges, because the key
+    /// columns' collations differ (issue 25, [`SqlContext::with_key_compare`]).
+    pub keyed: bool,
+    /// How the watermark table's `conversation_id` is compared (also the archive's, which
+    /// `expand` gives the same key types).
+    pub wm_conv_k: KeyCompare,
+    /// How the watermark table's `user_id` is compared (also the archive's).
+    pub wm_user_k: KeyCompare,
+    /// Every key column's comparison by (table, column) as the mapping names them, for the
+    /// contract's targets ([`SqlContext::compare_of`]).
+    #[serde(skip)]
+    compares: BTreeMap<(String, String), KeyCompare>,
 }
 
 /// Quoted `[messages]` identifiers and predicates.
@@ -46,6 +60,10 @@ pub struct MsgIdents {
     pub legacy: Option<String>,
     /// The rows `countable` and `legacy_countable` read besides their own (`conv`).
     pub joins: Joins,
+    /// How `conv` is compared ([`KeyCompare`]).
+    pub conv_k: KeyCompare,
+    /// How `sender` is compared.
+    pub sender_k: KeyCompare,
 }
 
 /// A quoted `[conversations]` / `[users]` table and its key.
@@ -53,6 +71,8 @@ pub struct MsgIdents {
 pub struct RowIdents {
     pub table: String,
     pub key: String,
+    /// How `key` is compared.
+    pub key_k: KeyCompare,
 }
 
 /// The rows a predicate or expression reads besides its own row `this`: each set only when
@@ -74,6 +94,7 @@ impl Joins {
             k.as_ref().map(|k| RowIdents {
                 table: dialect.quote(&k.table),
                 key: dialect.quote(&k.key),
+                key_k: KeyCompare::default(),
             })
         };
         Joins {
@@ -99,6 +120,10 @@ pub struct MemIdents {
     pub join_time: Option<String>,
     /// The rows `active` reads besides its own (`conv`, `usr`).
     pub joins: Joins,
+    /// How `conv` is compared.
+    pub conv_k: KeyCompare,
+    /// How `user` is compared.
+    pub user_k: KeyCompare,
 }
 
 /// Quoted `[counter]` identifiers (user/conv empty for per_message).
@@ -117,6 +142,10 @@ pub struct CtrIdents {
     pub sum: bool,
     /// The rows `value` and `rows` read besides their own (`conv`, `usr`).
     pub joins: Joins,
+    /// How `conv` is compared.
+    pub conv_k: KeyCompare,
+    /// How `user` is compared.
+    pub user_k: KeyCompare,
 }
 
 /// One quoted `[[evidence]]` entry (`conv` empty for a timestamp keyed by the user alone).
@@ -133,6 +162,10 @@ pub struct EvIdents {
     pub lookup: Option<LookupIdents>,
     /// The rows `filter` reads besides its own (`conv`, `usr`).
     pub joins: Joins,
+    /// How `conv` is compared.
+    pub conv_k: KeyCompare,
+    /// How `user` is compared.
+    pub user_k: KeyCompare,
 }
 
 /// A quoted evidence `lookup`: the key column's value is matched against `table.key`, whose
@@ -144,6 +177,8 @@ pub struct LookupIdents {
     pub position: String,
     /// The lookup table's conversation column, when given.
     pub conv: Option<String>,
+    /// How `conv` is compared.
+    pub conv_k: KeyCompare,
 }
 
 impl SqlContext {
@@ -172,6 +207,8 @@ impl SqlContext {
                     RowRefs::of(m.countable.as_deref())
                         .or(RowRefs::of(m.legacy_countable.as_deref())),
                 ),
+                conv_k: KeyCompare::default(),
+                sender_k: KeyCompare::default(),
             },
             mem: mapping.members.as_ref().map(|mb| MemIdents {
                 table: q(&mb.table),
@@ -181,6 +218,8 @@ impl SqlContext {
                 join: oq(&mb.join_position),
                 join_time: oq(&mb.join_time),
                 joins: Joins::new(mapping, dialect, RowRefs::of(mb.active.as_deref())),
+                conv_k: KeyCompare::default(),
+                user_k: KeyCompare::default(),
             }),
             ctr: CtrIdents {
                 table: q(mapping.counter_table()),
@@ -195,6 +234,8 @@ impl SqlContext {
                     dialect,
                     RowRefs::of(ctr.value.as_deref()).or(RowRefs::of(ctr.rows.as_deref())),
                 ),
+                conv_k: KeyCompare::default(),
+                user_k: KeyCompare::default(),
             },
             evidence: mapping
                 .evidence
@@ -221,7 +262,10 @@ impl SqlContext {
                             key: q(&l.key),
                             position: q(&l.position),
                             conv: l.conversation.as_deref().map(q),
+                            conv_k: KeyCompare::default(),
                         }),
+                        conv_k: KeyCompare::default(),
+                        user_k: KeyCompare::default(),
                     }
                 })
                 .collect(),
@@ -234,7 +278,89 @@ impl SqlContext {
                 .unwrap_or_default()
                 .to_string(),
             shape: mapping.counter.shape,
+            keyed: false,
+            wm_conv_k: KeyCompare::default(),
+            wm_user_k: KeyCompare::default(),
+            compares: BTreeMap::new(),
         }
+    }
+
+    /// The statements of a database whose key columns' collations differ (issue 25): with
+    /// `keyed` (the conversation keys differ) batches are lists of conversation keys
+    /// ([`SqlContext::keyed`]), and each key column is compared as `compare(table, column)`
+    /// says (both as the mapping names them; the engine's [`KeyCompare`] of the column's
+    /// collation, or the default: as it is).
+    pub fn with_key_compare(
+        mut self,
+        mapping: &Mapping,
+        keyed: bool,
+        compare: impl Fn(&str, &str) -> KeyCompare,
+    ) -> SqlContext {
+        let mut seen: BTreeMap<(String, String), KeyCompare> = BTreeMap::new();
+        let mut k = |table: &str, column: &str| {
+            seen.entry((table.to_string(), column.to_string()))
+                .or_insert_with(|| compare(table, column))
+                .clone()
+        };
+        self.keyed = keyed;
+        let m = &mapping.messages;
+        self.msg.conv_k = k(&m.table, &m.conversation);
+        self.msg.sender_k = k(&m.table, &m.sender);
+        if let (Some(mem), Some(mb)) = (self.mem.as_mut(), mapping.members.as_ref()) {
+            mem.conv_k = k(&mb.table, &mb.conversation);
+            mem.user_k = k(&mb.table, &mb.user);
+        }
+        let ctr = &mapping.counter;
+        if let (Some(conv), Some(user)) = (&ctr.conversation, &ctr.user) {
+            self.ctr.conv_k = k(mapping.counter_table(), conv);
+            self.ctr.user_k = k(mapping.counter_table(), user);
+        }
+        for (ev, e) in self.evidence.iter_mut().zip(&mapping.evidence) {
+            let Some(src) = e.source() else { continue };
+            if let Some(conv) = &src.conversation {
+                ev.conv_k = k(&src.table, conv);
+            }
+            ev.user_k = k(&src.table, &src.user);
+            if let (Some(lookup), Some(l)) = (ev.lookup.as_mut(), src.lookup.as_ref()) {
+                if let Some(conv) = &l.conversation {
+                    lookup.conv_k = k(&l.table, conv);
+                }
+            }
+        }
+        let wm = &mapping.watermarks.table;
+        self.wm_conv_k = k(wm, "conversation_id");
+        self.wm_user_k = k(wm, "user_id");
+        let conv_key = mapping.conversations.as_ref().map(|t| k(&t.table, &t.key));
+        let user_key = mapping.users.as_ref().map(|t| k(&t.table, &t.key));
+        for joins in self.all_joins() {
+            if let (Some(j), Some(key)) = (joins.conv.as_mut(), &conv_key) {
+                j.key_k = key.clone();
+            }
+            if let (Some(j), Some(key)) = (joins.usr.as_mut(), &user_key) {
+                j.key_k = key.clone();
+            }
+        }
+        self.compares = seen;
+        self
+    }
+
+    /// Every [`Joins`] of the context (the rows its predicates and expressions read).
+    fn all_joins(&mut self) -> Vec<&mut Joins> {
+        let mut out = vec![&mut self.msg.joins, &mut self.ctr.joins];
+        if let Some(mem) = self.mem.as_mut() {
+            out.push(&mut mem.joins);
+        }
+        out.extend(self.evidence.iter_mut().map(|e| &mut e.joins));
+        out
+    }
+
+    /// How the key column `table.column` (as the mapping names them) is compared: what
+    /// [`SqlContext::with_key_compare`] set, the default (as it is) for any other column.
+    pub fn compare_of(&self, table: &str, column: &str) -> KeyCompare {
+        self.compares
+            .get(&(table.to_string(), column.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Whether the mapping lists an evidence kind.

@@ -18,6 +18,7 @@
 //! (the compiler lists the methods), a variant of [`Dialect`] with its arms in [`handle`], its
 //! `sql/<engine>/` files registered in [`templates`], and its `migrations/<engine>/`.
 
+pub mod collation;
 pub mod context;
 pub mod handle;
 pub mod lock_support;
@@ -28,6 +29,7 @@ pub mod templates;
 pub mod traits;
 pub mod types;
 
+pub use collation::{Collation, KeyCompare};
 pub use context::{
     CtrIdents, EvIdents, Joins, LookupIdents, MemIdents, MsgIdents, RowIdents, SqlContext,
 };

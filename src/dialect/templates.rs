@@ -200,7 +200,8 @@ fn env() -> &'static Environment<'static> {
 
 /// Bind placeholders for a batch's conversation range, in the order the templates use them:
 /// `lo` (exclusive), `hi` (inclusive), then the scope's `from` and `to` (inclusive); any may
-/// be absent.
+/// be absent. Or, when the key columns' collations differ (issue 25), the batch's keys
+/// (`keys`), which then stand for all of these.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RangeParams {
     /// Placeholder for the exclusive lower bound.
@@ -215,6 +216,10 @@ pub struct RangeParams {
     pub sample: Option<String>,
     /// The quiescence predicate over `{col}` (`--min-age`).
     pub quiet: Option<String>,
+    /// A placeholder per conversation key of the batch: the batch is these conversations
+    /// (`sql/common/macros.sql` `range`: an equality list instead of the range, the scope
+    /// and the recent conversations already applied to the list).
+    pub keys: Option<Vec<String>>,
 }
 
 /// Renders the statement `name` (a `sql/` file; `{dialect}/` is tried first) with the

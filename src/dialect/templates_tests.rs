@@ -224,8 +224,19 @@ column = \"unread_by\"
     .collect()
 }
 
-/// A range filter with every part present (`full`) or none.
-fn range(dialect: Dialect, first: usize, full: bool) -> RangeParams {
+/// A range filter with every part present (`full`) or none; with `keyed`, a batch of three
+/// keys (or of none) instead (issue 25).
+fn range(dialect: Dialect, first: usize, full: bool, keyed: bool) -> RangeParams {
+    if keyed {
+        return RangeParams {
+            keys: Some(if full {
+                (first..first + 3).map(|n| dialect.placeholder(n)).collect()
+            } else {
+                Vec::new()
+            }),
+            ..Default::default()
+        };
+    }
     if !full {
         return RangeParams::default();
     }
@@ -236,13 +247,14 @@ fn range(dialect: Dialect, first: usize, full: bool) -> RangeParams {
         to: Some(dialect.placeholder(first + 3)),
         sample: Some("((ABS({col}) % 1000003) * 7919) % 10000 < 500".into()),
         quiet: Some("NOT EXISTS (SELECT 1 FROM t WHERE t.c = {col})".into()),
+        keys: None,
     }
 }
 
 /// The variables the stages pass besides the mapping's (see their `render` calls), in
 /// every variant a template branches on. A template that reads a new variable fails here
 /// until a representative value is added.
-fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
+fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
     let mut out = Vec::new();
     for cap in [None, Some(99)] {
         for (full, count_only) in [(false, false), (true, false), (true, true)] {
@@ -254,11 +266,11 @@ fn extras(dialect: Dialect) -> Vec<(String, minijinja::Value)> {
                     );
                     let value = minijinja::context! {
                         cap => cap,
-                        range => range(dialect, 1, full),
-                        range2 => range(dialect, 5, full),
-                        range3 => range(dialect, 9, full),
-                        range_wm => range(dialect, 13, full),
-                        range_mem => range(dialect, 17, full),
+                        range => range(dialect, 1, full, keyed),
+                        range2 => range(dialect, 5, full, keyed),
+                        range3 => range(dialect, 9, full, keyed),
+                        range_wm => range(dialect, 13, full, keyed),
+                        range_mem => range(dialect, 17, full, keyed),
                         count_only => count_only,
                         unit => unit,
                         limit => 1000,
@@ -366,14 +378,14 @@ fn for_shape(name: &str, shape: Shape) -> bool {
 fn every_template_renders_for_every_dialect() {
     let mappings = mappings();
     let mut failures = Vec::new();
-    for dialect in Dialect::ALL {
-        let extras = extras(dialect);
+    for (dialect, keyed) in Dialect::ALL.iter().flat_map(|d| [(*d, false), (*d, true)]) {
+        let extras = extras(dialect, keyed);
         for name in names_for(dialect) {
             for (what, mapping) in &mappings {
                 if !for_shape(name, mapping.counter.shape) {
                     continue;
                 }
-                let ctx = SqlContext::new(mapping, dialect);
+                let ctx = context(mapping, dialect, keyed);
                 let builtin_range = calls_builtin_range(source_of(dialect, name));
                 for (vars, extra) in &extras {
                     let extra = if builtin_range {
@@ -384,13 +396,15 @@ fn every_template_renders_for_every_dialect() {
                     match render(name, &ctx, extra) {
                         Ok(sql) if sql.contains("{{") || sql.contains("{%") => {
                             failures.push(format!(
-                                "{}/{name} ({what}; {vars}): template syntax left in {sql}",
+                                "{}/{name} ({what}; {vars}; keyed {keyed}): template syntax left in {sql}",
                                 dialect.name()
                             ))
                         }
                         Ok(_) => {}
-                        Err(e) => failures
-                            .push(format!("{}/{name} ({what}; {vars}): {e:#}", dialect.name())),
+                        Err(e) => failures.push(format!(
+                            "{}/{name} ({what}; {vars}; keyed {keyed}): {e:#}",
+                            dialect.name()
+                        )),
                     }
                 }
             }
@@ -406,6 +420,111 @@ fn every_template_renders_for_every_dialect() {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// A case-insensitive collation of each engine (not exact: compared in the byte-wise one).
+fn case_insensitive(dialect: Dialect) -> crate::dialect::Collation {
+    let (name, sql_name) = match dialect {
+        Dialect::Postgres => ("und-ci", "\"public\".\"und-ci\""),
+        Dialect::Mysql => ("utf8mb4_general_ci", "utf8mb4_general_ci"),
+        Dialect::Sqlite => ("NOCASE", "NOCASE"),
+    };
+    crate::dialect::Collation {
+        name: name.into(),
+        detail: String::new(),
+        exact: false,
+        charset: if dialect == Dialect::Mysql {
+            "utf8mb4".into()
+        } else {
+            String::new()
+        },
+        sql_name: sql_name.into(),
+    }
+}
+
+/// The context of `mapping` on `dialect`; with `keyed`, as for a database whose key columns'
+/// collations differ (every key column in a case-insensitive collation but the messages').
+fn context(mapping: &Mapping, dialect: Dialect, keyed: bool) -> SqlContext {
+    let ctx = SqlContext::new(mapping, dialect);
+    if !keyed {
+        return ctx;
+    }
+    let exact = crate::dialect::Collation {
+        exact: true,
+        ..case_insensitive(dialect)
+    };
+    let messages = mapping.messages.table.clone();
+    ctx.with_key_compare(mapping, true, |table, _| {
+        if table == messages {
+            dialect.key_compare(&exact)
+        } else {
+            dialect.key_compare(&case_insensitive(dialect))
+        }
+    })
+}
+
+/// Issue 25: with the key columns' collations alike nothing changes; when they differ every
+/// table is read by equality with the batch's keys (collated where the engine keeps the index
+/// so), and keys are passed on in the byte-wise collation.
+#[test]
+fn keyed_statements_compare_keys_bytewise() {
+    let (_, mapping) = mappings()
+        .into_iter()
+        .find(|(what, _)| *what == "per_member with [members]")
+        .unwrap();
+    let vars = |dialect: Dialect, keyed: bool| {
+        minijinja::context! {
+            cap => None::<i64>, count_only => false,
+            range => range(dialect, 1, true, keyed), range2 => range(dialect, 4, true, keyed),
+            range3 => range(dialect, 7, true, keyed), range_wm => range(dialect, 10, true, keyed),
+            range_mem => range(dialect, 13, true, keyed),
+        }
+    };
+    for dialect in Dialect::ALL {
+        let plain = render(
+            "audit_per_member.sql",
+            &context(&mapping, dialect, false),
+            vars(dialect, false),
+        )
+        .unwrap();
+        assert!(!plain.contains("COLLATE"), "{plain}");
+        assert!(!plain.contains(" IN ("), "{plain}");
+    }
+    let pg = render(
+        "audit_per_member.sql",
+        &context(&mapping, Dialect::Postgres, true),
+        vars(Dialect::Postgres, true),
+    )
+    .unwrap();
+    // The messages (exact) looked up by their own collation, keeping their index; the
+    // case-insensitive members compared in "C" on their side.
+    assert!(
+        pg.contains("this.\"conv_id\" IN ($4 COLLATE \"public\".\"und-ci\", $5 COLLATE"),
+        "{pg}"
+    );
+    assert!(
+        pg.contains("this.\"conv_id\" COLLATE \"C\" IN ($13, $14, $15)"),
+        "{pg}"
+    );
+    assert!(
+        pg.contains("SELECT this.\"conv_id\" COLLATE \"C\" AS conv"),
+        "{pg}"
+    );
+    assert!(!pg.contains(" > $"), "no range: {pg}");
+    let my = render(
+        "audit_per_member.sql",
+        &context(&mapping, Dialect::Mysql, true),
+        vars(Dialect::Mysql, true),
+    )
+    .unwrap();
+    assert!(
+        my.contains("this.`conv_id` IN (CONVERT(? USING utf8mb4) COLLATE utf8mb4_bin, "),
+        "{my}"
+    );
+    assert!(
+        my.contains("this.`conv_id` COLLATE utf8mb4_bin AS conv"),
+        "{my}"
     );
 }
 

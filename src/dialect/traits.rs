@@ -9,6 +9,7 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 use std::time::Duration;
 
+use super::collation::{Collation, KeyCompare};
 use super::types::{
     BoxFuture, DdlProbe, DropPlan, DropTarget, LockAttempt, LockKind, RefusedProbe, TypeClass,
 };
@@ -86,6 +87,18 @@ pub trait Spelling: Sync + std::fmt::Debug {
     /// The statement(s) that give `column` of `table` (both quoted) a 64-bit integer type,
     /// for `inspect`'s warning about a counter or position that is not an integer.
     fn inspect_integer_fix(&self, table: &str, column: &str) -> String;
+
+    /// How the statements compare a text key column of collation `c` when the mapping's key
+    /// columns do not all have the same collation (issue 25: [`KeyCompare`], patterns over
+    /// `{v}`): keys passed on between tables in the engine's byte-wise collation
+    /// ([`Self::bytewise_collation`]), a batch's keys looked up by equality in a form that
+    /// compares bytes and keeps the column's index where the engine allows it (measured with
+    /// EXPLAIN: README "Mixed key collations").
+    fn key_compare(&self, c: &Collation) -> KeyCompare;
+
+    /// The collation keys are compared in when the key columns' collations differ, as notices
+    /// name it: `COLLATE "C"`, `utf8mb4_bin`, `BINARY`.
+    fn bytewise_collation(&self) -> &'static str;
 
     /// Quotes one identifier, or a `schema.table` pair part by part.
     fn quote(&self, ident: &str) -> String {
@@ -243,6 +256,20 @@ pub trait Catalog: Sync {
     /// the catalog queries `sql/<dialect>/column_type.sql` (followed by the column name) and
     /// `sql/<dialect>/contract_columns.sql`.
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>>;
+
+    /// The collation of `table.column` (both unquoted; `table` maybe `schema.name`), or None
+    /// when the column does not exist or has none (not a text column; SQLite: a view's
+    /// column, whose collation its expression decides). PostgreSQL: `pg_attribute.attcollation`
+    /// in `pg_collation`; MySQL/MariaDB: `information_schema.COLUMNS.COLLATION_NAME`; SQLite:
+    /// the `COLLATE` of the column's definition in `sqlite_master` (`BINARY` when none).
+    ///
+    /// Errors (exit 3): the catalog cannot be read.
+    fn column_collation<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        table: &'a str,
+        column: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Collation>>>;
 
     /// A query answering one integer, above 0 when `table` (unquoted, maybe `schema.name`) is
     /// a view, with its bind values in order ([`crate::db::catalog::is_view`]).

@@ -216,5 +216,47 @@ pub async fn warnings(
             }
         }
     }
+    out.extend(collation_warning(conn, dialect, p).await?);
     Ok(out)
+}
+
+/// The key columns of a proposal whose collations differ (issue 25), as one warning naming
+/// each with its collation: the stages then read each batch by its conversations' keys and
+/// compare keys byte for byte. None when each family of keys is in one collation.
+///
+/// Errors (exit 3): the catalog cannot be read.
+async fn collation_warning(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    p: &Proposal,
+) -> Result<Option<Warning>> {
+    use crate::schema::{Family, KeyCollations};
+    let mut columns: Vec<(String, String, Family)> = Vec::new();
+    let mut add = |table: &str, column: &str, family: Family| {
+        if !column.is_empty() && !columns.iter().any(|(t, c, _)| t == table && c == column) {
+            columns.push((table.to_string(), column.to_string(), family));
+        }
+    };
+    if let Some(m) = &p.messages {
+        add(&m.table, &m.conversation, Family::Conversation);
+        add(&m.table, &m.sender, Family::User);
+    }
+    if let Some(mb) = &p.members {
+        add(&mb.table, &mb.conversation, Family::Conversation);
+        add(&mb.table, &mb.user, Family::User);
+    }
+    if let Some((c, (user, conv))) = p.counter.as_ref().and_then(|c| Some((c, c.key.as_ref()?))) {
+        add(&c.table, conv, Family::Conversation);
+        add(&c.table, user, Family::User);
+    }
+    for (table, user, conv, _) in p.evidence.iter().filter_map(|e| e.source.as_ref()) {
+        add(table, conv, Family::Conversation);
+        add(table, user, Family::User);
+    }
+    let collations = KeyCollations::read_columns(conn, dialect, &columns).await?;
+    Ok(collations.notice().map(|message| Warning {
+        message,
+        count: None,
+        fix: None,
+    }))
 }

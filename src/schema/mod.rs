@@ -4,10 +4,12 @@
 //! ([`column_types`]), run from zero-row queries per section ([`sections`]) before any stage
 //! writes anything.
 
+pub mod collations;
 pub mod column_types;
 pub mod keys;
 pub mod preflight;
 pub mod sections;
 
+pub use collations::{Family, KeyCollations, KeyColumn};
 pub use keys::{key_type, watermark_key_types, KeyKind, KeyType};
 pub use preflight::{missing_contract_columns, preflight};

@@ -6,6 +6,7 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
+use super::collations::KeyCollations;
 use super::column_types;
 use super::sections::{checked_table, section_checks, SectionCheck};
 use crate::db::catalog::{table_columns, table_exists};
@@ -22,7 +23,10 @@ use crate::values::text;
 ///
 /// First the declared type of every mapped column ([`column_types::check`]) and the `[contract]
 /// columns`; last the type of `[counter] value` ([`column_types::check_value`]) and one counter
-/// row per member.
+/// row per member. Returns the key columns' collations ([`KeyCollations`], issue 25): the
+/// stage's statements follow them ([`KeyCollations::apply`]), and where they differ the stage
+/// reports [`KeyCollations::notice`] in its summary (a notice, not an error: the statements
+/// then compare keys byte for byte, so the results do not depend on the collations).
 ///
 /// Errors (exit 2): a column or expression of the wrong type, named by its mapping key; the
 /// first section that fails, named by the mapping key at fault (its table, a column or a
@@ -34,7 +38,7 @@ pub async fn preflight(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,
-) -> Result<()> {
+) -> Result<KeyCollations> {
     column_types::check(conn, mapping, dialect).await?;
     check_contract_columns(conn, mapping, dialect).await?;
     for check in &section_checks(mapping, dialect)? {
@@ -49,7 +53,8 @@ pub async fn preflight(
         &counter_rows_from(mapping, dialect)?,
     )
     .await?;
-    check_counter_rows(conn, mapping, dialect).await
+    check_counter_rows(conn, mapping, dialect).await?;
+    KeyCollations::read(conn, mapping, dialect).await
 }
 
 /// The counter's own rows as the stages read them, for the type of `[counter] value`:

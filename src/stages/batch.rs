@@ -7,7 +7,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AnyConnection, Row};
 
-use crate::dialect::{render, Dialect, RangeParams, SqlContext};
+use crate::dialect::{render, Dialect, KeyCompare, RangeParams, SqlContext};
 use crate::schema::KeyKind;
 use crate::values::text;
 
@@ -91,6 +91,9 @@ pub struct MinAge {
     /// The same filter as a correlated predicate over `{col}`: the fallback for a batch with
     /// more recent conversations than [`MAX_RECENT_KEYS`] (parameters are limited per statement).
     pub quiet_sql: String,
+    /// How the messages' conversation column is compared (issue 25): a batch of keys lists
+    /// its recent conversations by equality with its keys.
+    pub recent_k: KeyCompare,
 }
 
 /// The most recent conversations a batch binds as parameters per range copy; beyond that its
@@ -121,6 +124,11 @@ impl Scope {
     }
 }
 
+/// The most conversations a batch holds when it is a list of keys (the key columns' collations
+/// differ, issue 25): each key is a parameter of every table's equality list, and an audit
+/// statement places up to five lists (SQLite allows 32 766 parameters per statement).
+pub const MAX_BATCH_KEYS: u64 = 1_000;
+
 /// One batch: the conversations in (`lo`, `hi`], whole conversations only, within a scope.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
@@ -138,6 +146,11 @@ pub struct Batch {
     /// `--min-age` with more than [`MAX_RECENT_KEYS`] recent conversations: the statements
     /// use the correlated predicate instead of the keys.
     pub recent_overflow: bool,
+    /// When the key columns' collations differ (issue 25, [`SqlContext::keyed`]): the batch's
+    /// conversations, in the order they were found, without the recent ones (`--min-age`).
+    /// Every statement reads each table by equality with these keys, not by (`lo`, `hi`],
+    /// which tables in other collations would read as other rows. None otherwise.
+    pub keys: Option<Vec<Key>>,
 }
 
 impl Batch {
@@ -145,6 +158,16 @@ impl Batch {
     /// order `sql/common/macros.sql` uses them: lo, hi, from, to, then the recent
     /// conversations left out (`--min-age`).
     pub fn params(&self, dialect: Dialect, first: usize) -> RangeParams {
+        if let Some(keys) = &self.keys {
+            return RangeParams {
+                keys: Some(
+                    (0..keys.len())
+                        .map(|i| dialect.placeholder(first + i))
+                        .collect(),
+                ),
+                ..Default::default()
+            };
+        }
         let mut params = range_params(dialect, first, self.lo.is_some(), true, &self.scope);
         if self.recent_overflow {
             params.quiet = self.scope.min_age.as_ref().map(|m| m.quiet_sql.clone());
@@ -163,23 +186,29 @@ impl Batch {
         self.bound_keys().count()
     }
 
-    fn bound_keys(&self) -> impl Iterator<Item = &Key> {
+    fn bound_keys(&self) -> Box<dyn Iterator<Item = &Key> + '_> {
+        if let Some(keys) = &self.keys {
+            return Box::new(keys.iter());
+        }
         let recent = if self.recent_overflow {
             &[][..]
         } else {
             &self.recent[..]
         };
-        self.lo
-            .iter()
-            .chain(std::iter::once(&self.hi))
-            .chain(self.scope.from.iter())
-            .chain(self.scope.to.iter())
-            .chain(recent.iter())
+        Box::new(
+            self.lo
+                .iter()
+                .chain(std::iter::once(&self.hi))
+                .chain(self.scope.from.iter())
+                .chain(self.scope.to.iter())
+                .chain(recent.iter()),
+        )
     }
 
     /// `--min-age`: lists the batch's conversations with recent writes (one index range over
-    /// its messages) into [`Batch::recent`]; nothing without the option. Run it inside the
-    /// batch's snapshot, before rendering its statements.
+    /// its messages, or lookups of its keys) into [`Batch::recent`]; nothing without the
+    /// option. A batch of keys leaves them out of its keys. Run it inside the batch's
+    /// snapshot, before rendering its statements.
     ///
     /// Errors: the database fails.
     pub async fn find_recent(
@@ -193,18 +222,38 @@ impl Batch {
         let Some(min_age) = &self.scope.min_age else {
             return Ok(());
         };
-        let r = range_params(dialect, 1, self.lo.is_some(), true, &self.scope);
         let col = &min_age.recent_col;
         let mut sql = min_age.recent_sql.clone();
-        for (op, p) in [(">", &r.lo), ("<=", &r.hi), (">=", &r.from), ("<=", &r.to)] {
-            if let Some(p) = p {
-                sql.push_str(&format!(" AND {col} {op} {p}"));
+        if let Some(keys) = &self.keys {
+            let k = &min_age.recent_k;
+            let list: Vec<String> = (0..keys.len())
+                .map(|i| k.val.replace("{v}", &dialect.placeholder(1 + i)))
+                .collect();
+            if list.is_empty() {
+                return Ok(());
+            }
+            sql.push_str(&format!(
+                " AND {} IN ({})",
+                k.col.replace("{v}", col),
+                list.join(", ")
+            ));
+        } else {
+            let r = range_params(dialect, 1, self.lo.is_some(), true, &self.scope);
+            for (op, p) in [(">", &r.lo), ("<=", &r.hi), (">=", &r.from), ("<=", &r.to)] {
+                if let Some(p) = p {
+                    sql.push_str(&format!(" AND {col} {op} {p}"));
+                }
             }
         }
         let rows = self.bind(sqlx::query(&sql)).fetch_all(&mut *conn).await?;
         let mut recent = Vec::with_capacity(rows.len());
         for row in &rows {
             recent.push(Key::read(row, "conv", kind)?);
+        }
+        if let Some(keys) = self.keys.as_mut() {
+            keys.retain(|k| !recent.contains(k));
+            self.recent = recent;
+            return Ok(());
         }
         self.recent_overflow = recent.len() > MAX_RECENT_KEYS;
         if !self.recent_overflow {
@@ -243,6 +292,7 @@ fn range_params(dialect: Dialect, first: usize, lo: bool, hi: bool, scope: &Scop
         sample: scope.sample_sql.clone(),
         // `--min-age` is a batch's own (its recent conversations): see `Batch::params`.
         quiet: None,
+        keys: None,
     }
 }
 
@@ -312,10 +362,12 @@ pub async fn next_batch(
         BatchUnit::Messages => "messages",
     };
     let batch_size = batch_size.max(1);
+    let max_keys = if ctx.keyed { MAX_BATCH_KEYS } else { u64::MAX };
+    let mut keys = Vec::new();
     let mut hi: Option<Key> = None;
     let mut total = 0u64;
     let mut after = lo.clone();
-    let mut limit = batch_size.min(BOUNDS_FIRST_LIMIT);
+    let mut limit = batch_size.min(BOUNDS_FIRST_LIMIT).min(max_keys);
     'reading: loop {
         let range = range_params(ctx.dialect, 1, after.is_some(), false, scope);
         let sql = render(
@@ -332,17 +384,21 @@ pub async fn next_batch(
         for row in &rows {
             let n: i64 = row.try_get("n")?;
             let n = n.max(0) as u64;
-            if hi.is_some() && total + n > batch_size {
+            if hi.is_some() && (total + n > batch_size || keys.len() as u64 >= max_keys) {
                 break 'reading;
             }
             total += n;
-            hi = Some(Key::read(row, "conv", conv_kind)?);
+            let key = Key::read(row, "conv", conv_kind)?;
+            if ctx.keyed {
+                keys.push(key.clone());
+            }
+            hi = Some(key);
         }
-        if (rows.len() as u64) < limit || total >= batch_size {
+        if (rows.len() as u64) < limit || total >= batch_size || keys.len() as u64 >= max_keys {
             break;
         }
         after = hi.clone();
-        limit = (limit * BOUNDS_GROWTH).min(batch_size);
+        limit = (limit * BOUNDS_GROWTH).min(batch_size).min(max_keys);
     }
     Ok(hi.map(|hi| Batch {
         lo,
@@ -351,6 +407,7 @@ pub async fn next_batch(
         scope: scope.clone(),
         recent: Vec::new(),
         recent_overflow: false,
+        keys: ctx.keyed.then_some(keys),
     }))
 }
 
@@ -369,11 +426,13 @@ mod tests {
                         .into(),
                     recent_col: "tm_recent.c".into(),
                     quiet_sql: "NOT EXISTS (x = {col})".into(),
+                    recent_k: KeyCompare::default(),
                 }),
                 ..Scope::default()
             },
             recent,
             recent_overflow: overflow,
+            keys: None,
         }
     }
 

@@ -22,6 +22,9 @@ pub struct ExpandReport {
     pub pending: Vec<(String, String)>,
     /// Whether anything was written.
     pub dry_run: bool,
+    /// The preflight's notices: the key columns whose collations differ (issue 25,
+    /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
+    pub notices: Vec<String>,
 }
 
 /// Renders the migrations for this mapping: the watermark table's name and the legacy key types
@@ -75,7 +78,7 @@ pub async fn run(
     dialect: Dialect,
     dry_run: bool,
 ) -> Result<ExpandReport> {
-    schema::preflight(conn, mapping, dialect).await?;
+    let collations = schema::preflight(conn, mapping, dialect).await?;
     let wanted = migrations(conn, mapping, dialect).await?;
     let applied = applied(conn, dialect).await?;
     for app in &applied {
@@ -97,6 +100,7 @@ pub async fn run(
         already_applied: applied.iter().map(|a| a.to_string()).collect(),
         pending,
         dry_run,
+        notices: collations.notices(),
     };
     if dry_run || report.pending.is_empty() {
         return Ok(report);

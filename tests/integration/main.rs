@@ -30,6 +30,7 @@ mod audit_model;
 mod backfill;
 mod backfill_policy;
 mod cli;
+mod collations;
 mod column_types;
 mod contract;
 mod contract_dependents;

@@ -4,6 +4,7 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::Mysql;
+use crate::dialect::collation::Collation;
 use crate::dialect::traits::{Catalog, Spelling};
 use crate::dialect::types::{BoxFuture, DdlProbe, RefusedProbe};
 
@@ -59,6 +60,42 @@ impl Catalog for Mysql {
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
         let (schema, name) = split_table(table);
         vec![schema, Some(name)]
+    }
+
+    /// `information_schema.COLUMNS`: `COLLATION_NAME` (NULL for a type without one) and
+    /// `CHARACTER_SET_NAME`; exact for `binary` and the `_bin` collations.
+    fn column_collation<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        table: &'a str,
+        column: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Collation>>> {
+        Box::pin(async move {
+            let sql = "SELECT CAST(COLLATION_NAME AS CHAR(255)) AS name, \
+                       CAST(CHARACTER_SET_NAME AS CHAR(255)) AS charset \
+                       FROM information_schema.COLUMNS \
+                       WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                       AND COLUMN_NAME = ? AND COLLATION_NAME IS NOT NULL";
+            let mut q = sqlx::query(sql);
+            for bind in self.catalog_table_binds(table) {
+                q = q.bind(bind);
+            }
+            let Some(row) = q
+                .bind(column.to_string())
+                .fetch_optional(&mut *conn)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let name = crate::values::text(&row, "name")?.unwrap_or_default();
+            Ok(Some(Collation {
+                exact: name == "binary" || name.ends_with("_bin"),
+                sql_name: name.clone(),
+                name,
+                detail: String::new(),
+                charset: crate::values::text(&row, "charset")?.unwrap_or_default(),
+            }))
+        })
     }
 
     fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>) {

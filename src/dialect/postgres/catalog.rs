@@ -4,6 +4,7 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::Postgres;
+use crate::dialect::collation::Collation;
 use crate::dialect::traits::{Catalog, Spelling};
 use crate::dialect::types::{BoxFuture, DdlProbe};
 use crate::values::text;
@@ -30,6 +31,43 @@ impl Catalog for Postgres {
     /// The quoted table name, resolved by `to_regclass` (which follows the search path).
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
         vec![Some(self.quote(table))]
+    }
+
+    /// `pg_attribute.attcollation` in `pg_collation` (no row: a type without collation);
+    /// `default` with the database's `datcollate` as its detail.
+    fn column_collation<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        table: &'a str,
+        column: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Collation>>> {
+        Box::pin(async move {
+            let sql = "SELECT CAST(c.collname AS TEXT) AS name, CAST(n.nspname AS TEXT) AS nsp, \
+                       CAST(CASE WHEN c.collisdeterministic THEN 1 ELSE 0 END AS BIGINT) AS exact, \
+                       CAST(CASE WHEN c.collname = 'default' THEN (SELECT d.datcollate FROM pg_database d \
+                                 WHERE d.datname = current_database()) ELSE '' END AS TEXT) AS detail \
+                       FROM pg_attribute a \
+                       JOIN pg_collation c ON c.oid = a.attcollation \
+                       JOIN pg_namespace n ON n.oid = c.collnamespace \
+                       WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND NOT a.attisdropped";
+            let row = sqlx::query(sql)
+                .bind(self.quote(table))
+                .bind(column.to_string())
+                .fetch_optional(&mut *conn)
+                .await?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let name = text(&row, "name")?.unwrap_or_default();
+            let nsp = text(&row, "nsp")?.unwrap_or_default();
+            Ok(Some(Collation {
+                sql_name: format!("{}.{}", self.quote_part(&nsp), self.quote_part(&name)),
+                name,
+                detail: text(&row, "detail")?.unwrap_or_default(),
+                exact: sqlx::Row::try_get::<i64, _>(&row, "exact")? == 1,
+                charset: String::new(),
+            }))
+        })
     }
 
     fn view_count_query(&self, table: &str) -> (String, Vec<Option<String>>) {

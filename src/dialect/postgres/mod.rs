@@ -4,6 +4,7 @@
 use anyhow::Result;
 use std::time::Duration;
 
+use crate::dialect::collation::{Collation, KeyCompare};
 use crate::dialect::traits::{Sessions, Spelling};
 
 mod admin;
@@ -94,6 +95,37 @@ impl Spelling for Postgres {
 
     fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
         &sqlparser::dialect::PostgreSqlDialect {}
+    }
+
+    /// Keys passed on in `"C"` (byte order; a column in `"C"` as it is). A deterministic collation (every one but an ICU
+    /// collation created `deterministic = false`) is equal only on equal bytes, so a column in
+    /// one is looked up as it is, the value collated into the column's own collation: the
+    /// comparison then uses the column's index (an equality in another collation cannot: a
+    /// sequential scan, EXPLAIN on PostgreSQL 15), and a value passed on in `"C"` does not
+    /// meet the column's collation as a conflict ("could not determine which collation to
+    /// use"). A nondeterministic column is compared in `"C"` on its side (its index does not
+    /// serve that comparison).
+    fn key_compare(&self, c: &Collation) -> KeyCompare {
+        let bytewise = "{v} COLLATE \"C\"".to_string();
+        let in_c = c.sql_name == "\"pg_catalog\".\"C\"";
+        KeyCompare {
+            out: if in_c { "{v}".into() } else { bytewise.clone() },
+            order: if c.exact {
+                "{v}".into()
+            } else {
+                bytewise.clone()
+            },
+            col: if c.exact { "{v}".into() } else { bytewise },
+            val: if c.exact {
+                format!("{{v}} COLLATE {}", c.sql_name)
+            } else {
+                "{v}".into()
+            },
+        }
+    }
+
+    fn bytewise_collation(&self) -> &'static str {
+        "COLLATE \"C\""
     }
 }
 

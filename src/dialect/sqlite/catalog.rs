@@ -4,6 +4,7 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::Sqlite;
+use crate::dialect::collation::Collation;
 use crate::dialect::traits::{Catalog, Spelling};
 use crate::dialect::types::{BoxFuture, TypeClass};
 use crate::values::text;
@@ -37,6 +38,40 @@ impl Catalog for Sqlite {
             None => ("main".to_string(), table.to_string()),
         };
         vec![Some(schema), Some(name)]
+    }
+
+    /// The `COLLATE` clause of the column's definition in the table's `CREATE TABLE` (SQLite
+    /// keeps no other record of it); `BINARY`, SQLite's default, when it has none. None for a
+    /// view (its column's collation is its expression's) or a column not found.
+    fn column_collation<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        table: &'a str,
+        column: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Collation>>> {
+        Box::pin(async move {
+            let (master, name) = match table.split_once('.') {
+                Some((s, t)) => (format!("{}.sqlite_master", self.quote(s)), t),
+                None => ("sqlite_master".to_string(), table),
+            };
+            let sql = format!("SELECT sql FROM {master} WHERE type = 'table' AND name = ?");
+            let row = sqlx::query(&sql)
+                .bind(name.to_string())
+                .fetch_optional(&mut *conn)
+                .await?;
+            let Some(definition) = row.map(|r| text(&r, "sql")).transpose()?.flatten() else {
+                return Ok(None);
+            };
+            Ok(
+                declared_collation(&definition, column).map(|name| Collation {
+                    exact: name == "BINARY",
+                    sql_name: name.clone(),
+                    name,
+                    detail: String::new(),
+                    charset: String::new(),
+                }),
+            )
+        })
     }
 
     /// `sqlite_master` of the table's schema (an attached database has its own).
@@ -95,5 +130,48 @@ impl Catalog for Sqlite {
 
     fn dates_in_text(&self) -> bool {
         true
+    }
+}
+
+/// The collation a `CREATE TABLE` statement declares for `column` (upper case; `BINARY` when
+/// it declares none), or None when the statement has no such column.
+fn declared_collation(create_table: &str, column: &str) -> Option<String> {
+    const CONSTRAINTS: [&str; 5] = ["CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN"];
+    let parts = super::ddl::split_create_table(create_table)?;
+    parts.elements.iter().find_map(|element| {
+        let words = crate::sql_text::identifiers(element);
+        let first = words.first()?;
+        if !first.eq_ignore_ascii_case(column)
+            || CONSTRAINTS.iter().any(|c| first.eq_ignore_ascii_case(c))
+        {
+            return None;
+        }
+        let collate = words.iter().position(|w| w.eq_ignore_ascii_case("COLLATE"));
+        Some(match collate.and_then(|i| words.get(i + 1)) {
+            Some(name) => name.to_ascii_uppercase(),
+            None => "BINARY".to_string(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declared_collation;
+
+    #[test]
+    fn the_declared_collation_of_a_column() {
+        let sql = "CREATE TABLE m (\"conv_id\" TEXT COLLATE nocase NOT NULL, id INT, note TEXT DEFAULT 'x COLLATE y', PRIMARY KEY (conv_id, id))";
+        assert_eq!(
+            declared_collation(sql, "conv_id").as_deref(),
+            Some("NOCASE")
+        );
+        assert_eq!(
+            declared_collation(sql, "CONV_ID").as_deref(),
+            Some("NOCASE")
+        );
+        assert_eq!(declared_collation(sql, "note").as_deref(), Some("BINARY"));
+        assert_eq!(declared_collation(sql, "id").as_deref(), Some("BINARY"));
+        assert_eq!(declared_collation(sql, "missing"), None);
+        assert_eq!(declared_collation("CREATE TABLE t AS SELECT 1", "a"), None);
     }
 }

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use std::time::Duration;
 
+use crate::dialect::collation::{Collation, KeyCompare};
 use crate::dialect::traits::{Sessions, Spelling};
 
 mod admin;
@@ -103,6 +104,28 @@ impl Spelling for Sqlite {
 
     fn sql_parser_dialect(&self) -> &'static dyn sqlparser::dialect::Dialect {
         &sqlparser::dialect::SQLiteDialect {}
+    }
+
+    /// Keys passed on in `BINARY` (a `BINARY` column as it is). SQLite compares `x IN (…)` and `x = y` in the collation of
+    /// the left column ("Datatypes In SQLite", 7.1), so a column of another collation (`NOCASE`,
+    /// `RTRIM`) is compared in `BINARY` on its own side: its index, in its own collation, does
+    /// not serve that comparison (an index `(col COLLATE BINARY, …)` does).
+    fn key_compare(&self, c: &Collation) -> KeyCompare {
+        let own = if c.exact {
+            "{v}".to_string()
+        } else {
+            "{v} COLLATE BINARY".to_string()
+        };
+        KeyCompare {
+            out: own.clone(),
+            order: own.clone(),
+            col: own,
+            val: "{v}".into(),
+        }
+    }
+
+    fn bytewise_collation(&self) -> &'static str {
+        "BINARY"
     }
 }
 

@@ -242,6 +242,9 @@ pub struct BackfillJson {
     pub ledger_id: Option<i64>,
     /// With `--dry-run`: the statements run per batch.
     pub statements: Vec<StatementJson>,
+    /// The preflight's notices (the key columns whose collations differ); omitted when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// `backfill --format json`: [`BackfillJson`]; `statements` only with `--dry-run`.
@@ -276,6 +279,7 @@ pub fn backfill(
             interrupted: s.interrupted,
             ledger_id: s.ledger_id,
             statements: statements(plan),
+            notices: s.notices.clone(),
         },
     )
 }
@@ -296,6 +300,10 @@ pub struct PlanJson {
     pub indexes: Vec<IndexJson>,
     /// The stages in order: `expand`, `backfill`, `audit`, `contract`.
     pub stages: Vec<PlanStageJson>,
+    /// Warnings: the key columns whose collations differ (the statements then read each
+    /// batch by its keys); omitted when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One index a stage reads by (`plan --format json`).
@@ -386,6 +394,7 @@ pub fn plan(
     mapping: &Mapping,
     indexes: &[crate::inspect::indexes::IndexCheck],
     stages: Vec<PlanStageJson>,
+    warnings: &[String],
 ) -> io::Result<()> {
     emit(
         w,
@@ -395,6 +404,7 @@ pub fn plan(
             mapping_fingerprint: mapping.fingerprint.clone(),
             indexes: indexes.iter().map(IndexJson::of).collect(),
             stages,
+            warnings: warnings.to_vec(),
         },
     )
 }

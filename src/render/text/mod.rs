@@ -21,6 +21,7 @@ pub use status::status;
 /// Writes what expand did.
 pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> {
     writeln!(w, "expand on {dsn}")?;
+    notes(w, &r.notices)?;
     for name in &r.already_applied {
         writeln!(w, "  already applied: {name}")?;
     }
@@ -63,6 +64,7 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
         s.written,
         s.advanced,
     )?;
+    notes(w, &s.notices)?;
     if let (Some(batches), Some(after)) = (s.resumed_after_batches, &s.resumed_after) {
         writeln!(
             w,
@@ -131,6 +133,7 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
         "audit ({}{cap}): {} rows checked, {} drifting; sum |drift| {}, largest |drift| {}",
         s.shape, s.rows_checked, s.drifting_rows, s.sum_abs_drift, s.max_abs_drift
     )?;
+    notes(w, &s.notices)?;
     if s.drifting_rows > 0 {
         writeln!(
             w,
@@ -210,6 +213,15 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
     Ok(())
 }
 
+/// A stage's notices (the preflight's: key columns whose collations differ), each as an
+/// indented `note:` line.
+fn notes(w: &mut dyn Write, notices: &[String]) -> io::Result<()> {
+    for n in notices {
+        writeln!(w, "  note: {n}")?;
+    }
+    Ok(())
+}
+
 /// `text` with `prefix` before each line.
 pub fn indent(text: &str, prefix: &str) -> String {
     text.lines()
@@ -217,13 +229,15 @@ pub fn indent(text: &str, prefix: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
-/// The first lines of `tidemark plan`: what it is for, the indexes the stages read by (each
-/// found, or the statement that creates it), and the expand section's title.
+/// The first lines of `tidemark plan`: what it is for, its warnings (the key columns whose
+/// collations differ), the indexes the stages read by (each found, or the statement that
+/// creates it), and the expand section's title.
 pub fn plan_header(
     w: &mut dyn Write,
     dsn: &Dsn,
     mapping: &Mapping,
     indexes: &[crate::inspect::indexes::IndexCheck],
+    warnings: &[String],
 ) -> io::Result<()> {
     use crate::inspect::indexes::IndexStatus;
     writeln!(
@@ -232,6 +246,9 @@ pub fn plan_header(
         &mapping.fingerprint[..12],
         dsn.dialect.name()
     )?;
+    for warning in warnings {
+        writeln!(w, "warning: {warning}")?;
+    }
     writeln!(w, "\n== indexes the stages read by ==")?;
     for c in indexes {
         let what = format!("{} ({})", c.need.table, c.need.columns.join(", "));

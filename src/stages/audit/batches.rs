@@ -198,29 +198,57 @@ async fn audit_batch(
 }
 
 /// The statements one audit batch runs, rendered for this mapping and dialect with the batch's
-/// range as placeholders (lo, hi): what `tidemark plan` prints.
+/// range as placeholders (lo, hi): what `tidemark plan` prints. For a database whose key
+/// columns are all in one collation; see [`statements_in`].
 pub fn statements(
     mapping: &Mapping,
     dialect: Dialect,
     cap: Option<i64>,
 ) -> Result<Vec<(&'static str, String)>> {
-    let ctx = SqlContext::new(mapping, dialect);
-    let range = crate::dialect::RangeParams {
-        lo: Some(dialect.placeholder(1)),
-        hi: Some(dialect.placeholder(2)),
+    statements_in(mapping, &SqlContext::new(mapping, dialect), cap)
+}
+
+/// [`statements`] under `ctx` (a database's key collations applied:
+/// [`crate::schema::KeyCollations::apply`]; a batch of keys shows two of its keys).
+pub fn statements_in(
+    mapping: &Mapping,
+    ctx: &SqlContext,
+    cap: Option<i64>,
+) -> Result<Vec<(&'static str, String)>> {
+    let dialect = ctx.dialect;
+    let shown = |first: usize| crate::dialect::RangeParams {
+        keys: Some(vec![
+            dialect.placeholder(first),
+            dialect.placeholder(first + 1),
+        ]),
         ..Default::default()
     };
-    let copies = ranges(&ctx, false, |n| crate::dialect::RangeParams {
-        lo: Some(dialect.placeholder(2 * n + 1)),
-        hi: Some(dialect.placeholder(2 * n + 2)),
-        ..Default::default()
+    let range = if ctx.keyed {
+        shown(1)
+    } else {
+        crate::dialect::RangeParams {
+            lo: Some(dialect.placeholder(1)),
+            hi: Some(dialect.placeholder(2)),
+            ..Default::default()
+        }
+    };
+    let copies = ranges(ctx, false, |n| {
+        if ctx.keyed {
+            shown(2 * n + 1)
+        } else {
+            crate::dialect::RangeParams {
+                lo: Some(dialect.placeholder(2 * n + 1)),
+                hi: Some(dialect.placeholder(2 * n + 2)),
+                ..Default::default()
+            }
+        }
     });
     Ok(vec![
         (
             "rows checked, in a REPEATABLE READ snapshot",
             render(
                 "audit_count.sql",
-                &ctx,
+                ctx,
                 minijinja::context! { range => range },
             )?,
         ),
@@ -228,7 +256,7 @@ pub fn statements(
             "the drifting rows with what classifies them, same snapshot",
             render(
                 template(mapping.counter.shape),
-                &ctx,
+                ctx,
                 minijinja::context! { cap => cap, count_only => false, ..copies },
             )?,
         ),

@@ -5,7 +5,7 @@ use anyhow::Result;
 use sqlx::{AnyConnection, Row};
 use std::time::Duration;
 
-use crate::dialect::{Dialect, SqlContext};
+use crate::dialect::SqlContext;
 use crate::error::input_error;
 use crate::mapping::Mapping;
 use crate::stages::{MinAge, Scope};
@@ -13,13 +13,14 @@ use crate::stages::{MinAge, Scope};
 /// The `--min-age` filter ([`MinAge`]: conversations with a message newer than now - `age`
 /// are left out), and how many conversations it leaves out now. An integer `created_at` is
 /// read as Unix seconds, or milliseconds when its newest value is above 10^11 (after 1973 in
-/// ms, beyond 5138 in s).
+/// ms, beyond 5138 in s). `ctx` is the run's: its conversation keys compared as it says
+/// (issue 25).
 ///
 /// Errors (exit 2): the mapping has no `messages.created_at`.
 pub(crate) async fn quiescence(
     conn: &mut AnyConnection,
     mapping: &Mapping,
-    dialect: Dialect,
+    ctx: &SqlContext,
     scope: &Scope,
     age: Duration,
 ) -> Result<(MinAge, u64)> {
@@ -28,14 +29,14 @@ pub(crate) async fn quiescence(
             "--min-age needs messages.created_at in the mapping: the time of each message",
         ));
     };
-    let ctx = SqlContext::new(mapping, dialect);
+    let dialect = ctx.dialect;
     let q = |s: &str| dialect.quote(s);
     let (table, conv, created_q) = (
         q(&mapping.messages.table),
         q(&mapping.messages.conversation),
         q(created),
     );
-    let declared = crate::db::catalog::column_type(conn, &ctx, &mapping.messages.table, created)
+    let declared = crate::db::catalog::column_type(conn, ctx, &mapping.messages.table, created)
         .await?
         .unwrap_or_default()
         .to_ascii_lowercase();
@@ -57,15 +58,19 @@ pub(crate) async fn quiescence(
     } else {
         dialect.seconds_ago(secs)
     };
+    let k = &ctx.msg.conv_k;
     let filter = MinAge {
         quiet_sql: format!(
-            "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created_q} > {cutoff})"
+            "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE {} AND tm_recent.{created_q} > {cutoff})",
+            k.eq(&format!("tm_recent.{conv}"), "{col}")
         ),
         recent_sql: format!(
             "SELECT DISTINCT tm_recent.{conv} AS conv FROM {table} tm_recent WHERE tm_recent.{created_q} > {cutoff}"
         ),
         recent_col: format!("tm_recent.{conv}"),
+        recent_k: k.clone(),
     };
+    let ordered = k.order_of(&conv);
     let mut in_scope = String::new();
     if let Some(sample) = &scope.sample_sql {
         in_scope = format!(" AND {}", sample.replace("{col}", &conv));
@@ -73,14 +78,14 @@ pub(crate) async fn quiescence(
     let mut binds = Vec::new();
     if let Some(from) = &scope.from {
         in_scope.push_str(&format!(
-            " AND {conv} >= {}",
+            " AND {ordered} >= {}",
             dialect.placeholder(binds.len() + 1)
         ));
         binds.push(from.clone());
     }
     if let Some(to) = &scope.to {
         in_scope.push_str(&format!(
-            " AND {conv} <= {}",
+            " AND {ordered} <= {}",
             dialect.placeholder(binds.len() + 1)
         ));
         binds.push(to.clone());

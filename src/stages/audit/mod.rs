@@ -29,8 +29,8 @@ mod rows;
 mod summary;
 mod types;
 
-pub use batches::statements;
 pub(crate) use batches::{batch_statement, bind_batch};
+pub use batches::{statements, statements_in};
 pub use summary::write_metrics;
 
 use batches::audit_batches;
@@ -52,8 +52,8 @@ pub async fn run(
 ) -> Result<AuditOutcome> {
     let started = Instant::now();
     check_options(opts)?;
-    prepare(conn, mapping, dialect, opts).await?;
-    let ctx = SqlContext::new(mapping, dialect);
+    let collations = prepare(conn, mapping, dialect, opts).await?;
+    let ctx = collations.apply(SqlContext::new(mapping, dialect), mapping);
     let (user, conv) = schema::watermark_key_types(conn, mapping, &ctx).await?;
     let options = options_record(opts);
     let mut summary = AuditSummary {
@@ -70,10 +70,11 @@ pub async fn run(
     };
     let (ledger_id, lo) = open_run(conn, mapping, dialect, opts, &options, &mut summary).await?;
     summary.ledger_id = ledger_id;
+    summary.notices = collations.notices();
     let previous_ms = summary.duration_ms;
     let mut opts = opts.clone();
     if let Some(age) = opts.min_age {
-        let (filter, left_out) = quiescence(conn, mapping, dialect, &opts.scope, age).await?;
+        let (filter, left_out) = quiescence(conn, mapping, &ctx, &opts.scope, age).await?;
         opts.scope.min_age = Some(filter);
         summary.left_out_recent = left_out;
         if !summary.scope.iter().any(|s| s.starts_with("min-age")) {
@@ -161,7 +162,8 @@ fn check_options(opts: &AuditOptions) -> Result<()> {
     Ok(())
 }
 
-/// The session's lock waits and audit settings, the preflight, and the watermark table.
+/// The session's lock waits and audit settings, the preflight, and the watermark table;
+/// returns the key columns' collations (the preflight's).
 ///
 /// Errors: exit 2 for a mapping that does not match the database or a missing watermark
 /// table; exit 3 for a database failure.
@@ -170,19 +172,19 @@ async fn prepare(
     mapping: &Mapping,
     dialect: Dialect,
     opts: &AuditOptions,
-) -> Result<()> {
+) -> Result<schema::KeyCollations> {
     crate::lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
     for setting in dialect.sessions().audit_session() {
         sqlx::query(setting).execute(&mut *conn).await?;
     }
-    schema::preflight(conn, mapping, dialect).await?;
+    let collations = schema::preflight(conn, mapping, dialect).await?;
     if !table_exists(conn, dialect, &mapping.watermarks.table).await? {
         return Err(input_error(format!(
             "watermark table {:?} does not exist: run `tidemark expand` and `tidemark backfill` first",
             mapping.watermarks.table
         )));
     }
-    Ok(())
+    Ok(collations)
 }
 
 /// The options as the ledger records them (and `--resume` compares them).

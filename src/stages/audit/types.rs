@@ -162,6 +162,10 @@ pub struct AuditSummary {
     /// (`--run-time` reached); None for a complete run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
+    /// The preflight's notices: the key columns whose collations differ (issue 25,
+    /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// The outcome of [`run`].

@@ -24,6 +24,8 @@ pub(super) enum Slot {
     From,
     /// The scope's highest conversation.
     To,
+    /// The batch's `n`-th conversation key (a batch of keys: [`Batch::keys`]).
+    Key(usize),
 }
 
 /// A rendered statement with numbered placeholders and the bounds they take, in order.
@@ -35,9 +37,22 @@ pub(super) struct Numbered {
     pub(super) slots: Vec<Slot>,
 }
 
+/// How many keys the statements of a batch of keys show where no batch is given (`plan`).
+const SHOWN_KEYS: usize = 2;
+
 /// The range markers for a batch (`lo` only when the batch has a lower bound), to pass to a
-/// template as `range`; [`number`] replaces them after rendering.
-pub(super) fn markers(batch: Option<&Batch>) -> RangeParams {
+/// template as `range`; [`number`] replaces them after rendering. With `keyed` (the key
+/// columns' collations differ, issue 25) a marker per key of the batch instead.
+pub(super) fn markers(batch: Option<&Batch>, keyed: bool) -> RangeParams {
+    if keyed {
+        let n = batch
+            .and_then(|b| b.keys.as_ref())
+            .map_or(SHOWN_KEYS, Vec::len);
+        return RangeParams {
+            keys: Some((0..n).map(|i| format!("{MARK}K{i}{MARK}")).collect()),
+            ..Default::default()
+        };
+    }
     let mark = |c: char| Some(format!("{MARK}{c}{MARK}"));
     let scope = batch.map(|b| b.scope.clone()).unwrap_or_default();
     RangeParams {
@@ -50,6 +65,7 @@ pub(super) fn markers(batch: Option<&Batch>) -> RangeParams {
         to: scope.to.is_some().then(|| mark('T')).flatten(),
         sample: scope.sample_sql,
         quiet: None,
+        keys: None,
     }
 }
 
@@ -67,6 +83,7 @@ pub(super) fn number(rendered: &str, dialect: Dialect) -> Numbered {
             "L" => Slot::Lo,
             "H" => Slot::Hi,
             "F" => Slot::From,
+            key if key.starts_with('K') => Slot::Key(key[1..].parse().unwrap_or_default()),
             _ => Slot::To,
         };
         slots.push(slot);
@@ -89,6 +106,7 @@ impl Numbered {
                 Slot::Hi => Some(&batch.hi),
                 Slot::From => batch.scope.from.as_ref(),
                 Slot::To => batch.scope.to.as_ref(),
+                Slot::Key(i) => batch.keys.as_ref().and_then(|k| k.get(*i)),
             };
             if let Some(key) = key {
                 q = key.bind(q);
@@ -111,5 +129,15 @@ mod tests {
         let n = number(&text, Dialect::Mysql);
         assert_eq!(n.sql, "a > ? AND a <= ? OR b <= ?");
         assert_eq!(number("no binds", Dialect::Sqlite).slots, vec![]);
+    }
+
+    #[test]
+    fn key_markers_take_the_batch_keys_in_order() {
+        let keys = markers(None, true).keys.unwrap();
+        assert_eq!(keys.len(), SHOWN_KEYS);
+        let text = format!("a IN ({}, {}) AND b IN ({})", keys[0], keys[1], keys[0]);
+        let n = number(&text, Dialect::Postgres);
+        assert_eq!(n.sql, "a IN ($1, $2) AND b IN ($3)");
+        assert_eq!(n.slots, vec![Slot::Key(0), Slot::Key(1), Slot::Key(0)]);
     }
 }

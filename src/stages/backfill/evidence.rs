@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::binds::{markers, number, Numbered};
 use super::summary::BackfillSummary;
 use crate::db::tx::{begin_snapshot, commit, rollback};
-use crate::dialect::{render, Dialect, SqlContext};
+use crate::dialect::{render, SqlContext};
 use crate::mapping::{EvidenceKind, Mapping};
 use crate::stages::batch::{Batch, Scope};
 
@@ -38,7 +38,7 @@ pub(super) enum Settle {
 pub(super) async fn settle_predicate(
     conn: &mut AnyConnection,
     mapping: &Mapping,
-    dialect: Dialect,
+    ctx: &SqlContext,
     settle_time: Duration,
 ) -> Result<Settle> {
     let derived = mapping
@@ -58,7 +58,7 @@ pub(super) async fn settle_predicate(
     let (filter, _) = crate::stages::audit::quiescence(
         conn,
         mapping,
-        dialect,
+        ctx,
         &Scope::default(),
         Duration::from_secs(secs),
     )
@@ -69,12 +69,17 @@ pub(super) async fn settle_predicate(
 
 /// The template variables of a batch's plan: the range markers, the policy and the settle
 /// predicate over `tm_c.conv`.
-fn plan_vars(mapping: &Mapping, settle: &Settle, batch: Option<&Batch>) -> minijinja::Value {
+fn plan_vars(
+    ctx: &SqlContext,
+    mapping: &Mapping,
+    settle: &Settle,
+    batch: Option<&Batch>,
+) -> minijinja::Value {
     let quiet = match settle {
         Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_c.conv")),
         _ => None,
     };
-    minijinja::context! { range => markers(batch), quiet => quiet, policy => mapping.policy.as_str() }
+    minijinja::context! { range => markers(batch, ctx.keyed), quiet => quiet, policy => mapping.policy.as_str() }
 }
 
 /// The statements one batch runs, in order, with their binds numbered: on an engine that
@@ -87,7 +92,7 @@ pub(super) fn write_statements(
     settle: &Settle,
     batch: Option<&Batch>,
 ) -> Result<Vec<Numbered>> {
-    let vars = plan_vars(mapping, settle, batch);
+    let vars = plan_vars(ctx, mapping, settle, batch);
     let mut out = vec![number(
         &render("backfill_write.sql", ctx, vars)?,
         ctx.dialect,
@@ -113,7 +118,11 @@ pub(super) fn preview_statement(
     settle: &Settle,
     batch: Option<&Batch>,
 ) -> Result<Numbered> {
-    let plan = render("backfill_plan.sql", ctx, plan_vars(mapping, settle, batch))?;
+    let plan = render(
+        "backfill_plan.sql",
+        ctx,
+        plan_vars(ctx, mapping, settle, batch),
+    )?;
     let source = format!("(\n{plan}\n)");
     Ok(number(
         &render(

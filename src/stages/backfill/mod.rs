@@ -120,7 +120,7 @@ pub async fn run(
     for setting in dialect.sessions().audit_session() {
         sqlx::query(setting).execute(&mut *conn).await?;
     }
-    schema::preflight(conn, mapping, dialect).await?;
+    let collations = schema::preflight(conn, mapping, dialect).await?;
     for (table, what) in [
         (mapping.watermarks.table.as_str(), "watermark"),
         (crate::tables::LEDGER_TABLE, "ledger"),
@@ -131,12 +131,12 @@ pub async fn run(
             )));
         }
     }
-    let ctx = SqlContext::new(mapping, dialect);
+    let ctx = collations.apply(SqlContext::new(mapping, dialect), mapping);
     let conv_kind = schema::watermark_key_types(conn, mapping, &ctx)
         .await?
         .1
         .kind;
-    let settle = settle_predicate(conn, mapping, dialect, opts.settle_time).await?;
+    let settle = settle_predicate(conn, mapping, &ctx, opts.settle_time).await?;
     if opts.dry_run {
         return run_batches(
             conn,
@@ -147,7 +147,10 @@ pub async fn run(
             &settle,
             None,
             None,
-            BackfillSummary::default(),
+            BackfillSummary {
+                notices: collations.notices(),
+                ..Default::default()
+            },
             None,
         )
         .await;
@@ -155,7 +158,8 @@ pub async fn run(
     crate::db::privileges::for_backfill(conn, dialect, &mapping.watermarks.table).await?;
     let lock = RunnerLock::acquire(conn, dialect, &lock_name(mapping)).await?;
     let result = async {
-        let (id, lo, summary) = resume_or_start(conn, mapping, dialect, opts).await?;
+        let (id, lo, mut summary) = resume_or_start(conn, mapping, dialect, opts).await?;
+        summary.notices = collations.notices();
         ledger::abandon_stale(conn, dialect, Stage::Backfill, &mapping.fingerprint, id).await?;
         let result = run_batches(
             conn,
@@ -431,9 +435,16 @@ async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u6
 
 /// The statements one batch runs, rendered for this mapping and dialect with the batch's range
 /// as placeholders (lo, hi): what `backfill --dry-run` prints, so a DBA reads exactly what
-/// will run.
+/// will run. For a database whose key columns are all in one collation; see
+/// [`statements_in`].
 pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static str, String)>> {
-    let ctx = SqlContext::new(mapping, dialect);
+    statements_in(mapping, &SqlContext::new(mapping, dialect))
+}
+
+/// [`statements`] under `ctx` (a database's key collations applied:
+/// [`crate::schema::KeyCollations::apply`]; a batch of keys shows two of its keys).
+pub fn statements_in(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<(&'static str, String)>> {
+    let dialect = ctx.dialect;
     // The settle predicate as a run with a settle time would have it (its cutoff is a
     // placeholder-free expression computed at the start of the run: shown here for 300 s).
     let settle = if mapping
@@ -444,9 +455,12 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
     {
         Settle::Quiet(
             format!(
-                "NOT EXISTS (SELECT 1 FROM {msg} tm_recent WHERE tm_recent.{conv} = {{col}} AND tm_recent.{created} > {ago})",
+                "NOT EXISTS (SELECT 1 FROM {msg} tm_recent WHERE {eq} AND tm_recent.{created} > {ago})",
                 msg = dialect.quote(&mapping.messages.table),
-                conv = dialect.quote(&mapping.messages.conversation),
+                eq = ctx.msg.conv_k.eq(
+                    &format!("tm_recent.{}", dialect.quote(&mapping.messages.conversation)),
+                    "{col}"
+                ),
                 created = dialect.quote(mapping.messages.created_at.as_deref().unwrap_or_default()),
                 ago = dialect.seconds_ago(DEFAULT_SETTLE_TIME.as_secs()),
             ),
@@ -455,7 +469,7 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(&'static s
     } else {
         Settle::Off
     };
-    let statements = evidence::write_statements(&ctx, mapping, &settle, None)?;
+    let statements = evidence::write_statements(ctx, mapping, &settle, None)?;
     let whats: Vec<&'static str> = match (dialect.sessions().backfill_plan_drop_sql(), statements.len()) {
         (None, _) => vec![match mapping.policy {
             EvidencePolicy::First => "write, one statement per batch at READ COMMITTED (one snapshot): each member's watermark chosen in the database (policy \"first\": the first evidence with a value wins), written forward-only, only the counts returned",

@@ -65,4 +65,8 @@ pub struct BackfillSummary {
     pub interrupted: bool,
     /// The ledger run id.
     pub ledger_id: Option<i64>,
+    /// The preflight's notices: the key columns whose collations differ (issue 25,
+    /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }

@@ -87,9 +87,15 @@ pub async fn run(
         return Ok(outcome);
     }
     let resumed_from = planned.iter().find_map(|p| p.done_by);
-    if resumed_from.is_none() {
-        crate::schema::preflight(conn, mapping, dialect).await?;
-    }
+    let collations = if resumed_from.is_none() {
+        crate::schema::preflight(conn, mapping, dialect).await?
+    } else {
+        crate::schema::KeyCollations::read(conn, mapping, dialect).await?
+    };
+    // Key columns in different collations: the archive reads each batch by its keys
+    // (issue 25), and the notice names the columns.
+    let ctx = collations.apply(ctx, mapping);
+    notes.extend(collations.notices());
     if !table_exists(conn, dialect, ARCHIVE_TABLE).await? {
         return Err(input_error(format!(
             "the archive table {ARCHIVE_TABLE} does not exist: run `tidemark expand` (migration V3__counter_archive)"

@@ -229,5 +229,9 @@ pub async fn keys_of(
     tctx.ctr.column = d.quote(&t.column);
     tctx.ctr.conv = keys.conv.clone();
     tctx.ctr.user = keys.subject.clone();
+    // How the target table's keys are compared (issue 25: as they are unless the key columns'
+    // collations differ).
+    tctx.ctr.conv_k = ctx.compare_of(&t.table, &t.conversation);
+    tctx.ctr.user_k = ctx.compare_of(&t.table, &t.subject);
     Ok((keys, tctx))
 }
