@@ -13,7 +13,9 @@
 //!   "holds per message", so `excluded_counted` compares with what it would count); `orphan`
 //!   counts the members who left, or joined at or after the message, and have not read it; the
 //!   sender's "own message counted" is 1 when the sender is an active member who joined before
-//!   it; "all countable messages" is every member but the sender;
+//!   it; "all countable messages" (`exceeds_history`) is every reader the message ever had: the
+//!   members but the sender who joined before it, active or not (semantics.md, shape B; until
+//!   issue 25 row 17 the model, like the audit, counted every member but the sender);
 //! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values.
 //!
 //! Runs: SQLite, `TIDEMARK_PROPTEST_CASES` cases (default 64; `PROPTEST_CASES` also works).
@@ -259,7 +261,10 @@ fn model(w: &World) -> Vec<Row> {
                 orphan: false,
                 own: own as i64,
                 excluded: if countable(m) { 0 } else { would },
-                total: others.len() as i64,
+                total: others
+                    .iter()
+                    .filter(|(_, mb)| mb.join.is_none_or(|j| j < m.id))
+                    .count() as i64,
             };
             // orphan for shape B: the stored value is the recomputed one plus those members.
             let clamp = |x: i64| w.cap.map_or(x, |n| x.min(n + 1));

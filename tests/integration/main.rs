@@ -45,6 +45,7 @@ mod inspect;
 mod json_output;
 mod least_privilege;
 mod mapping_fuzz;
+mod numeric_edges;
 mod predicates;
 mod privileges;
 mod runner_lock;
