@@ -182,7 +182,10 @@ async fn per_message_counters_outside_i64_are_refused(backend: Backend) {
     )
     .unwrap();
     let mut conn = db.connect().await;
-    let bad = &bad_values(backend)[1];
+    let bad = bad_values(backend)
+        .into_iter()
+        .find(|b| b.literal == "2.7")
+        .expect("a fractional case");
     let mut sql = schema_with_counter("messages", bad.ty);
     sql.push(
         "INSERT INTO messages (conv_id, id, sender_id, unread_count) VALUES (1, 1, 'u0', 1), (1, 3, 'u0', 1)"
@@ -211,6 +214,153 @@ async fn per_message_counters_outside_i64_are_refused(backend: Backend) {
         ],
     );
     assert!(wrong.is_none(), "{}", wrong.unwrap_or_default());
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// Rows 2 and 3 through `[counter] value` and `combine = "sum"`: an expression that gives
+/// 4.5, and a member whose two rows (i64::MAX and 1) sum beyond the range, are refused by the
+/// audit with exit 2 naming the expression, or the sum, and the member. Before: 4.5 audited as
+/// 5 (SQLite: 4); the sum failed with exit 3 ("bigint out of range", SQLite "integer
+/// overflow") or, on MariaDB, was read as i64::MAX.
+async fn sums_and_expressions_outside_i64_are_refused(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "num_sum").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut conn = db.connect().await;
+    let mut sql = scenario::schema_sql();
+    sql.extend(conversation());
+    sql.push("CREATE TABLE thread_counters (conv_id BIGINT NOT NULL, user_id VARCHAR(64) NOT NULL, thread_id BIGINT NOT NULL, unread BIGINT NULL)".into());
+    exec_all(&mut conn, &sql).await;
+    let base = scenario::mapping_toml(SHAPE_PER_MEMBER, false);
+    let expression = base.replacen(
+        "column = \"unread_count\"",
+        "value = \"this.unread_count * 1.5\"",
+        1,
+    ) + "\n[contract]\ndrop = \"nothing\"\n";
+    let sum =
+        base.replacen(
+            "table = \"unread_counters\"",
+            "table = \"thread_counters\"",
+            1,
+        )
+        .replacen(
+            "column = \"unread_count\"",
+            "column = \"unread\"\ncombine = \"sum\"",
+            1,
+        ) + "\n[contract]\ndrop = \"nothing\"\n";
+    let cases = [
+        (
+            "expression",
+            expression,
+            vec![
+                "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES (1, 'u1', 2), (1, 'u2', 3)"
+                    .to_string(),
+            ],
+            if backend == Backend::Sqlite {
+                // SQLite: a REAL value is the expression's type, refused as such (before this
+                // check reads a row; issue 13).
+                vec![
+                    "counter.value = \"this.unread_count * 1.5\"",
+                    "the expression is floating point (real)",
+                ]
+            } else {
+                vec![
+                    "counter.value = \"this.unread_count * 1.5\"",
+                    "the expression over unread_counters holds 4.5",
+                    "conversation 1, user u2",
+                ]
+            },
+        ),
+        (
+            "sum",
+            sum,
+            vec![format!(
+                "INSERT INTO thread_counters (conv_id, user_id, thread_id, unread) VALUES (1, 'u1', 1, 1), (1, 'u1', 2, 1), (1, 'u2', 1, {}), (1, 'u2', 2, 1)",
+                i64::MAX
+            )],
+            vec![
+                "counter.column = \"unread\"",
+                "the sum of a member's rows in thread_counters holds",
+                "conversation 1, user u2",
+            ],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (what, mapping, rows, want) in cases {
+        std::fs::write(d.join("m.toml"), &mapping).unwrap();
+        tm(d, &db, &["expand"]).expect_code(0);
+        exec_all(&mut conn, &rows).await;
+        let out = tm(d, &db, &["audit", "--no-ledger", "--report", "r.csv"]);
+        wrong.extend(not_refused(
+            &out,
+            &format!("{} {what}", backend.name()),
+            &want,
+        ));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// Row 3, the contract: a value the counter's `rows` leave out is still archived (every row
+/// of the column is), so the contract checks it too: u2's -2.5 (a NUMERIC / DECIMAL, SQLite a
+/// REAL in an INTEGER column), left out of the audits by `rows = "this.unread_count >= 0"`,
+/// ends `contract --execute` with exit 2 naming the column, the value and the row, before the
+/// archive is written; the column stays. Before: the archive rounded it and the verification
+/// failed with exit 3 ("a value changed while archiving?").
+async fn contract_refuses_values_it_cannot_archive(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "num_archive").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mapping = scenario::mapping_toml(SHAPE_PER_MEMBER, false).replacen(
+        "column = \"unread_count\"",
+        "column = \"unread_count\"\nrows = \"this.unread_count >= 0\"",
+        1,
+    );
+    std::fs::write(d.join("m.toml"), &mapping).unwrap();
+    let ty = match backend {
+        Backend::Sqlite => "INTEGER",
+        Backend::Postgres => "NUMERIC(10,1)",
+        Backend::Mysql => "DECIMAL(10,1)",
+    };
+    let mut conn = db.connect().await;
+    let mut sql = schema_with_counter("unread_counters", ty);
+    sql.extend(conversation());
+    sql.push(
+        "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES (1, 'u1', 1), (1, 'u2', -2.5)"
+            .into(),
+    );
+    exec_all(&mut conn, &sql).await;
+    tm(d, &db, &["expand"]).expect_code(0);
+    tm(d, &db, &["backfill", "--quiet"]).expect_code(0);
+    tm(d, &db, &["audit", "--quiet", "--report", "r.csv"]).expect_code(0);
+    let out = tm(d, &db, &["contract", "--execute", "--archive", "a.csv"]);
+    let wrong = not_refused(
+        &out,
+        backend.name(),
+        &[
+            "column unread_counters.unread_count: unread_counters.unread_count holds -2.5 for conversation 1, user u2",
+            "the archive keeps whole numbers",
+        ],
+    );
+    assert!(wrong.is_none(), "{}", wrong.unwrap_or_default());
+    assert_eq!(
+        scalar(&mut conn, "SELECT COUNT(*) FROM tidemark_counter_archive").await,
+        0,
+        "{}: nothing archived",
+        backend.name()
+    );
+    assert_eq!(
+        scalar(&mut conn, "SELECT COUNT(unread_count) FROM unread_counters").await,
+        2,
+        "{}: the column is still there",
+        backend.name()
+    );
     drop(conn);
     db.cleanup().await;
 }
@@ -459,6 +609,8 @@ async fn per_message_history_counts_members_who_joined_before(backend: Backend) 
 on_every_backend!(
     counters_outside_i64_are_refused,
     per_message_counters_outside_i64_are_refused,
+    sums_and_expressions_outside_i64_are_refused,
+    contract_refuses_values_it_cannot_archive,
     counters_at_the_i64_limits,
     integer_valued_decimals_work,
     per_message_history_counts_members_who_joined_before,
