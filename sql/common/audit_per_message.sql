@@ -27,6 +27,11 @@
     `count_only`: return only the number of drifting messages (the backfill's change count). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
+{#- The whole partition, in the same order as `win`: MariaDB 10.11 computed a window without
+    ORDER BY (`OVER (PARTITION BY conv, sender)`) as a running sum once the tj windows stood
+    beside it (the audit_model property on the servers found it); with the same ORDER BY and
+    an explicit frame every engine sums the partition. -#}
+{% set whole = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING" %}
 {% set join_x = (mem.join or mem.join_time) and m.join_pos(mem, msg, int, "this") or none %}
 WITH tm_x AS (
   SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
@@ -76,7 +81,7 @@ tm_w1 AS (
          SUM(tm_s.r) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.r) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS r,
          SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }})
            - SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv {{ win }}) + SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS orphans,
-         SUM(tm_s.t) OVER (PARTITION BY tm_s.conv) - SUM(tm_s.t) OVER (PARTITION BY tm_s.conv, tm_s.sender){% if join_x %}
+         SUM(tm_s.t) OVER (PARTITION BY tm_s.conv {{ whole }}) - SUM(tm_s.t) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ whole }}){% if join_x %}
            + SUM(tm_s.tj) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.tj) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}){% endif %} AS total
   FROM tm_s1 tm_s
 ),

@@ -606,6 +606,62 @@ async fn per_message_history_counts_members_who_joined_before(backend: Backend) 
     db.cleanup().await;
 }
 
+/// Row 17, found by the audit_model property on the servers: a message from a NULL sender
+/// (a deleted account) read by all four members, two of them with a join position before it
+/// (0) and two without: its history is 4, so a stored 4 is an `overcount`, not an
+/// `exceeds_history`. MariaDB summed the members without a join position as a running sum
+/// (a window without ORDER BY beside ordered ones) and counted 2.
+async fn per_message_history_with_members_with_and_without_join_positions(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "num_history_mixed").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("m.toml"),
+        scenario::mapping_toml(SHAPE_PER_MESSAGE, false),
+    )
+    .unwrap();
+    let mut conn = db.connect().await;
+    let mut sql = scenario::schema_sql();
+    sql.extend(
+        [
+            "INSERT INTO messages (conv_id, id, sender_id, unread_count) VALUES (2, 1, NULL, 4)",
+            "INSERT INTO members (conv_id, user_id, active, join_position) VALUES \
+             (2, 'u0', 1, 0), (2, 'u1', 1, NULL), (2, 'u2', 1, 0), (2, 'u3', 0, NULL)",
+        ]
+        .map(String::from),
+    );
+    exec_all(&mut conn, &sql).await;
+    tm(d, &db, &["expand"]).expect_code(0);
+    let marks: Vec<String> = ["u0", "u1", "u2", "u3"]
+        .iter()
+        .map(|u| {
+            format!(
+                "INSERT INTO {} (user_id, conversation_id, last_read_id, source) VALUES ('{u}', 2, 5, 'application')",
+                scenario::WATERMARK_TABLE
+            )
+        })
+        .collect();
+    exec_all(&mut conn, &marks).await;
+    tm(
+        d,
+        &db,
+        &["audit", "--quiet", "--no-ledger", "--report", "r.csv"],
+    )
+    .expect_code(1);
+    assert_eq!(
+        csv::read(&d.join("r.csv")).rows,
+        vec![["2", "1", "4", "0", "4", "overcount"]
+            .map(String::from)
+            .to_vec()],
+        "{}",
+        backend.name()
+    );
+    drop(conn);
+    db.cleanup().await;
+}
+
 on_every_backend!(
     counters_outside_i64_are_refused,
     per_message_counters_outside_i64_are_refused,
@@ -614,4 +670,5 @@ on_every_backend!(
     counters_at_the_i64_limits,
     integer_valued_decimals_work,
     per_message_history_counts_members_who_joined_before,
+    per_message_history_with_members_with_and_without_join_positions,
 );
