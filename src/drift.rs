@@ -91,7 +91,8 @@ pub struct Facts {
     /// that are not countable (per message: what a not-countable message would count).
     pub excluded: i64,
     /// Every countable message of the conversation for the member, whatever the watermark
-    /// (per message: every member but the sender).
+    /// (per message: every reader the message ever had, the members but the sender who
+    /// joined before it, active or not).
     pub total: i64,
 }
 
@@ -102,8 +103,9 @@ pub struct Drift {
     pub stored: Option<i64>,
     /// Recomputed value, clamped to cap+1 under a cap.
     pub recomputed: i64,
-    /// stored - recomputed after clamping; None for a NULL counter.
-    pub drift: Option<i64>,
+    /// stored - recomputed after clamping, exact (a stored value near `i64::MIN` drifts
+    /// below it: hence 128 bits); None for a NULL counter.
+    pub drift: Option<i128>,
     /// The first class that applies.
     pub class: DriftClass,
 }
@@ -112,7 +114,7 @@ pub struct Drift {
 /// clamped to N+1 before they are compared (seed 000 §5).
 pub fn classify(f: &Facts, cap: Option<i64>) -> Option<Drift> {
     let clamp = |x: i64| match cap {
-        Some(n) => x.min(n + 1),
+        Some(n) => x.min(n.saturating_add(1)),
         None => x,
     };
     let recomputed = match f.membership {
@@ -134,13 +136,15 @@ pub fn classify(f: &Facts, cap: Option<i64>) -> Option<Drift> {
     let class = match f.membership {
         Membership::PerMember { is_member: false } => DriftClass::Orphan,
         Membership::PerMessage { orphans }
-            if orphans > 0 && stored == clamp(recomputed + orphans) =>
+            if orphans > 0 && stored == clamp(recomputed.saturating_add(orphans)) =>
         {
             DriftClass::Orphan
         }
         _ if stored < 0 => DriftClass::Negative,
-        _ if f.own > 0 && stored == clamp(recomputed + f.own) => DriftClass::OwnMessagesCounted,
-        _ if f.excluded > 0 && stored == clamp(recomputed + f.excluded) => {
+        _ if f.own > 0 && stored == clamp(recomputed.saturating_add(f.own)) => {
+            DriftClass::OwnMessagesCounted
+        }
+        _ if f.excluded > 0 && stored == clamp(recomputed.saturating_add(f.excluded)) => {
             DriftClass::ExcludedCounted
         }
         _ if stored == 0 && recomputed > 0 => DriftClass::Cleared,
@@ -151,7 +155,7 @@ pub fn classify(f: &Facts, cap: Option<i64>) -> Option<Drift> {
     Some(Drift {
         stored: Some(stored),
         recomputed,
-        drift: Some(stored - recomputed),
+        drift: Some(i128::from(stored) - i128::from(recomputed)),
         class,
     })
 }
@@ -234,6 +238,17 @@ mod tests {
             (d.stored, d.recomputed, d.drift, d.class),
             (Some(50), 100, Some(-50), DriftClass::Undercount)
         );
+    }
+
+    #[test]
+    fn drift_beyond_i64_is_exact() {
+        // Issue 25 row 2: a stored i64::MIN with 2 unread drifts below i64::MIN.
+        let d = classify(&member(Some(i64::MIN), 2, 0, 0, 3), None).unwrap();
+        assert_eq!(d.drift, Some(i128::from(i64::MIN) - 2));
+        assert_eq!(d.class, DriftClass::Negative);
+        let d = classify(&member(Some(i64::MAX), 3, 0, 0, 3), Some(i64::MAX)).unwrap();
+        assert_eq!(d.drift, Some(i128::from(i64::MAX) - 3));
+        assert_eq!(d.class, DriftClass::ExceedsHistory);
     }
 
     #[test]

@@ -289,7 +289,8 @@ pub fn text_cell(text: &str, spreadsheet_safe: bool) -> String {
     }
 }
 
-/// A NULL-able integer as a CSV cell.
-pub fn cell(v: Option<i64>) -> String {
+/// A NULL-able integer (of any width: a drift is 128 bits) as a CSV cell: its decimal
+/// digits, empty for NULL.
+pub fn cell<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }

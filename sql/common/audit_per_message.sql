@@ -6,14 +6,18 @@
     of the conversation's messages (ascending position, a member after the messages of its own
     position: it counts for a message when its threshold < position) twice:
       at its watermark w (0 when none):      o1 = 1 when not active or it has a join position;
-                                             t = 1 (every member once)
+                                             t = 1 when it has no join position
       at max(w, join position):              r = 1 when active; o2 = 1 when active with a join
                                              position
+      at its join position (when it has one): tj = 1
     Running sums over the conversation minus the same over (conversation, sender) leave out
     the sender's own member row (a NULL sender is nobody, as `IS DISTINCT FROM` had it):
       r             : recomputed (not countable: excluded_after when legacy-countable)
       o1 - o2       : orphans, members who left or joined after m and have not read it
-      t             : every member but the sender (total_countable)
+      t + tj        : every reader m ever had (total_countable, for exceeds_history: semantics.md
+                      shape B, issue 25 row 17): the members but the sender who joined before
+                      m, active or not; t over the whole conversation (no join position: a
+                      reader of every message), tj running (joined before m)
     own_after: 1 when the sender is an active member who joined before m (one index probe per
     drifting message). Counts are exact, then clamped at cap+1 under `--cap` (seed 000 §5).
 
@@ -23,6 +27,11 @@
     `count_only`: return only the number of drifting messages (the backfill's change count). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
+{#- The whole partition, in the same order as `win`: MariaDB 10.11 computed a window without
+    ORDER BY (`OVER (PARTITION BY conv, sender)`) as a running sum once the tj windows stood
+    beside it (the audit_model property on the servers found it); with the same ORDER BY and
+    an explicit frame every engine sums the partition. -#}
+{% set whole = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING" %}
 {% set join_x = (mem.join or mem.join_time) and m.join_pos(mem, msg, int, "this") or none %}
 WITH tm_x AS (
   SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
@@ -39,7 +48,7 @@ WITH tm_x AS (
 ),
 tm_s1 AS (
   SELECT tm_b.conv AS conv, tm_b.pos AS pos, 0 AS kind, tm_b.sender AS sender,
-         0 AS r, 0 AS o1, 0 AS o2, 0 AS t,
+         0 AS r, 0 AS o1, 0 AS o2, 0 AS t, 0 AS tj,
          tm_b.stored AS stored, tm_b.is_countable AS is_countable, tm_b.is_legacy AS is_legacy
   FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
                CAST(this.{{ ctr.column }} AS {{ int }}) AS stored,
@@ -49,23 +58,31 @@ tm_s1 AS (
         WHERE 1 = 1{{ m.range("this." ~ msg.conv, range, msg.conv_k) }}) tm_b
   UNION ALL
   SELECT tm_x.conv, tm_x.wm, 1, tm_x.usr,
-         0, CASE WHEN tm_x.is_active = 0 OR tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0, 1,
+         0, CASE WHEN tm_x.is_active = 0 OR tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0,
+         CASE WHEN tm_x.join_pos IS NULL THEN 1 ELSE 0 END, 0,
          NULL, NULL, NULL
   FROM tm_x
   UNION ALL
   SELECT tm_x.conv,
          CASE WHEN tm_x.join_pos IS NOT NULL AND tm_x.join_pos > tm_x.wm THEN tm_x.join_pos ELSE tm_x.wm END,
          1, tm_x.usr,
-         tm_x.is_active, 0, CASE WHEN tm_x.is_active = 1 AND tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0,
+         tm_x.is_active, 0, CASE WHEN tm_x.is_active = 1 AND tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0, 0,
          NULL, NULL, NULL
   FROM tm_x
+{% if join_x %}
+  UNION ALL
+  SELECT tm_x.conv, tm_x.join_pos, 1, tm_x.usr, 0, 0, 0, 0, 1, NULL, NULL, NULL
+  FROM tm_x
+  WHERE tm_x.join_pos IS NOT NULL
+{% endif %}
 ),
 tm_w1 AS (
   SELECT tm_s.conv, tm_s.pos, tm_s.kind, tm_s.sender, tm_s.stored, tm_s.is_countable, tm_s.is_legacy,
          SUM(tm_s.r) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.r) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS r,
          SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }})
            - SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv {{ win }}) + SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS orphans,
-         SUM(tm_s.t) OVER (PARTITION BY tm_s.conv) - SUM(tm_s.t) OVER (PARTITION BY tm_s.conv, tm_s.sender) AS total
+         SUM(tm_s.t) OVER (PARTITION BY tm_s.conv {{ whole }}) - SUM(tm_s.t) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ whole }}){% if join_x %}
+           + SUM(tm_s.tj) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.tj) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}){% endif %} AS total
   FROM tm_s1 tm_s
 ),
 tm_d AS (

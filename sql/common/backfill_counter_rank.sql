@@ -10,6 +10,10 @@
     k + 1 + q, q = u's own messages with r_all - r_own <= k. The same with k - 1 tells whether
     L[k-1] exists, i.e. whether k <= |L|. Equality joins only, so hash or indexed joins serve.
 
+    k is read capped at 2^62 (issue 25 row 2): no conversation holds that many messages, so
+    a larger k means the same (no L[k], no L[k-1]: 0, not representable), and k + 1 + q can
+    not leave the 64-bit range (a counter of i64::MAX failed with "bigint out of range").
+
     A macro: `ctes` gives the ranks as common table expressions of backfill_plan.sql, over its
     members (tm_subj) and the counter as a grouped derived table joined on equality; the last,
     tm_rank, has conv, usr, pos (L[k], or NULL) and representable (1 when k <= |L|). -#}
@@ -24,7 +28,8 @@ tm_rw AS (
   WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range, msg.conv_k) }}
 ),
 tm_rc AS (
-  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos, tm_kk.stored AS k
+  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos,
+         CASE WHEN tm_kk.stored > 4611686018427387904 THEN 4611686018427387904 ELSE tm_kk.stored END AS k
   FROM tm_subj tm_s
   JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range, ctr.conv_k)) }}) tm_kk
     ON tm_kk.conv = tm_s.conv AND tm_kk.usr = tm_s.usr

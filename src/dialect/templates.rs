@@ -40,6 +40,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/preflight_counter_rows.sql"),
     ),
     (
+        "preflight_counter_values.sql",
+        include_str!("../../sql/common/preflight_counter_values.sql"),
+    ),
+    (
         "subjects.sql",
         include_str!("../../sql/common/subjects.sql"),
     ),

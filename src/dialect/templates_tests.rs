@@ -296,6 +296,13 @@ fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
                         conv_col => dialect.quote("conv_id"),
                         user_col => dialect.quote("user_id"),
                         conds => [Some("this.deleted = 0"), None],
+                        // The preflight's check of the counter's values.
+                        grouped => side == "archive",
+                        sub_col => if side == "source" { dialect.quote("user_id") } else { String::new() },
+                        value => "this.unread_count",
+                        keep => (side == "source").then_some("this.thread_id IS NULL"),
+                        not_int64 => dialect.not_int64(),
+                        wide_sum => dialect.wide_sum(),
                         // `tidemark sql app` (crate::app_sql): named binds, the sequence table.
                         bind => minijinja::context! {
                             conv => dialect.placeholder(1),

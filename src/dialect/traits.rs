@@ -46,6 +46,22 @@ pub trait Spelling: Sync + std::fmt::Debug {
         "TEXT"
     }
 
+    /// A predicate over `{x}` (a value that is not NULL, of any numeric type the engine has,
+    /// or on SQLite any storage class), true when `{x}` is not a whole number within the
+    /// 64-bit integer range, i.e. when `CAST({x} AS <int>)` would fail, round or wrap it
+    /// (issue 25 rows 2 and 3): the preflight's check of the counter's values
+    /// (`sql/common/preflight_counter_values.sql`). It compares `{x}` as it is (a decimal, an
+    /// unsigned integer), never after a cast to a signed integer.
+    fn not_int64(&self) -> &'static str;
+
+    /// The aggregate that sums values exactly or without failing, for the preflight's check
+    /// of a member's summed counter (`combine = "sum"`): `SUM`, whose result on the servers
+    /// is a decimal wide enough for any sum of 64-bit integers; SQLite's `TOTAL` (a REAL),
+    /// since its `SUM` of integers fails with "integer overflow".
+    fn wide_sum(&self) -> &'static str {
+        "SUM"
+    }
+
     /// An expression for the time `secs` seconds ago, comparable with the engine's timestamp
     /// columns (`--min-age` on a timestamp `created_at`).
     fn seconds_ago(&self, secs: u64) -> String;
@@ -345,6 +361,15 @@ pub trait Catalog: Sync {
     /// [`Self::expression_type`] return it): the one classifier of types in tidemark.
     fn type_class(&self, declared: &str) -> TypeClass {
         TypeClass::of_server_type(self.split_type_attributes(declared).0)
+    }
+
+    /// Whether every value of a column (or expression) of type `declared` is a whole number
+    /// within the 64-bit integer range, so that the preflight need not read the values to
+    /// know it ([`crate::schema::counter_values`]): an integer type of at most 64 bits,
+    /// signed (MySQL/MariaDB: not `BIGINT UNSIGNED`; SQLite: never, its values carry their
+    /// own types whatever the declared one).
+    fn holds_only_int64(&self, declared: &str) -> bool {
+        self.type_class(declared) == TypeClass::Integer
     }
 
     /// Whether the engine keeps dates in text columns by design (SQLite: ISO-8601 text is its

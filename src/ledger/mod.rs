@@ -327,7 +327,9 @@ pub struct DriftRow {
     pub stored: Option<i64>,
     /// Recomputed value.
     pub recomputed: i64,
-    /// stored - recomputed.
+    /// stored - recomputed, saturated at the i64 range (the column is a BIGINT; only a
+    /// stored value within `recomputed` of `i64::MIN` drifts beyond it: the CSV report has
+    /// the exact value).
     pub drift: Option<i64>,
     /// The class.
     pub class: &'static str,

@@ -4,6 +4,9 @@
 //! column must be a boolean (or integer) column. Otherwise a text counter holding `'7abc'` is
 //! read as 7 on MariaDB and a text `id` orders `'10'` before `'9'` on SQLite, silently.
 //!
+//! A counter of a decimal type (or of no declared type) passes here: its values are checked
+//! by [`super::counter_values`] (whole numbers within the 64-bit range).
+//!
 //! The declared type comes from the catalog (`sql/<dialect>/column_type.sql`); for SQLite it
 //! is the declared type's affinity (a view's column has the type of the column it selects,
 //! none for an expression: not checked).

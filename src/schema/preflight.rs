@@ -7,8 +7,8 @@ use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::collations::KeyCollations;
-use super::column_types;
 use super::sections::{checked_table, section_checks, SectionCheck};
+use super::{column_types, counter_values};
 use crate::db::catalog::{table_columns, table_exists};
 use crate::db::privileges::{denied, is_permission_denied, Privilege};
 use crate::dialect::{render, Dialect, SqlContext};
@@ -22,13 +22,16 @@ use crate::values::text;
 /// ([`super::sections`]): the database parses and resolves it but reads no row.
 ///
 /// First the declared type of every mapped column ([`column_types::check`]) and the `[contract]
-/// columns`; last the type of `[counter] value` ([`column_types::check_value`]) and one counter
-/// row per member. Returns the key columns' collations ([`KeyCollations`], issue 25): the
-/// stage's statements follow them ([`KeyCollations::apply`]), and where they differ the stage
-/// reports [`KeyCollations::notice`] in its summary (a notice, not an error: the statements
-/// then compare keys byte for byte, so the results do not depend on the collations).
+/// columns`; last the type of `[counter] value` ([`column_types::check_value`]), the counter's
+/// values ([`counter_values::check`]: whole numbers within the 64-bit range; the one check
+/// here that reads rows, where the declared type does not settle it) and one counter row per
+/// member. Returns the key columns' collations ([`KeyCollations`], issue 25): the stage's
+/// statements follow them ([`KeyCollations::apply`]), and where they differ the stage reports
+/// [`KeyCollations::notice`] in its summary (a notice, not an error: the statements then
+/// compare keys byte for byte, so the results do not depend on the collations).
 ///
-/// Errors (exit 2): a column or expression of the wrong type, named by its mapping key; the
+/// Errors (exit 2): a column or expression of the wrong type, named by its mapping key; a
+/// counter value that is not a whole number within the 64-bit range, named with its row; the
 /// first section that fails, named by the mapping key at fault (its table, a column or a
 /// predicate, each tried alone with a zero-row query) with where it is written
 /// (`tidemark.toml:21:10: evidence[1].column = "nope" does not match the database: …`) and the
@@ -46,13 +49,9 @@ pub async fn preflight(
             return Err(section_failed(conn, mapping, dialect, check, e).await);
         }
     }
-    column_types::check_value(
-        conn,
-        mapping,
-        dialect,
-        &counter_rows_from(mapping, dialect)?,
-    )
-    .await?;
+    let from = counter_rows_from(mapping, dialect)?;
+    column_types::check_value(conn, mapping, dialect, &from).await?;
+    counter_values::check(conn, mapping, dialect, &from).await?;
     check_counter_rows(conn, mapping, dialect).await?;
     KeyCollations::read(conn, mapping, dialect).await
 }

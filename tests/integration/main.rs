@@ -47,6 +47,7 @@ mod inspect;
 mod json_output;
 mod least_privilege;
 mod mapping_fuzz;
+mod numeric_edges;
 mod predicates;
 mod privileges;
 mod provenance;

@@ -56,6 +56,13 @@ impl Catalog for Mysql {
         })
     }
 
+    /// An integer type, but not `BIGINT UNSIGNED` (up to 18446744073709551615).
+    fn holds_only_int64(&self, declared: &str) -> bool {
+        let lower = declared.to_ascii_lowercase();
+        self.type_class(declared) == crate::dialect::TypeClass::Integer
+            && !(lower.starts_with("bigint") && lower.contains("unsigned"))
+    }
+
     /// The schema (NULL: the current database) and the table name.
     fn catalog_table_binds(&self, table: &str) -> Vec<Option<String>> {
         let (schema, name) = split_table(table);

@@ -104,6 +104,13 @@ impl Spelling for Mysql {
         Some("DECIMAL(65,0)")
     }
 
+    /// Compared as the value is: a `BIGINT UNSIGNED` or a `DECIMAL` above the range compares
+    /// as such (`CAST(18446744073709551615 AS SIGNED)` is -1, a `DECIMAL` beyond the range
+    /// casts to the nearest bound with a warning, 2.7 casts to 3).
+    fn not_int64(&self) -> &'static str {
+        "({x} <> FLOOR({x}) OR {x} > 9223372036854775807 OR {x} < -9223372036854775808)"
+    }
+
     fn text_type(&self) -> &'static str {
         "CHAR"
     }

@@ -87,6 +87,12 @@ impl Spelling for Postgres {
         Some("NUMERIC")
     }
 
+    /// Compared as `numeric` (exact for every integer and decimal type; `NaN` and the
+    /// infinities fall outside the range).
+    fn not_int64(&self) -> &'static str {
+        "NOT (CAST({x} AS NUMERIC) = TRUNC(CAST({x} AS NUMERIC)) AND CAST({x} AS NUMERIC) BETWEEN -9223372036854775808 AND 9223372036854775807)"
+    }
+
     fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
         format!(
             "ALTER TABLE {table} ALTER COLUMN {column} TYPE BIGINT USING CAST({column} AS BIGINT);"

@@ -131,6 +131,11 @@ impl Catalog for Sqlite {
     fn dates_in_text(&self) -> bool {
         true
     }
+
+    /// Never: an INTEGER column keeps 2.7 as a REAL and `'7abc'` as text.
+    fn holds_only_int64(&self, _declared: &str) -> bool {
+        false
+    }
 }
 
 /// The collation a `CREATE TABLE` statement declares for `column` (upper case; `BINARY` when

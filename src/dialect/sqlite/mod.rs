@@ -94,6 +94,18 @@ impl Spelling for Sqlite {
         None
     }
 
+    /// By storage class: an integer is one; a REAL only when whole and within the range
+    /// (what an INTEGER column keeps of 2.7 or 1e20: `CAST` would truncate or saturate it);
+    /// text and blobs never (`CAST('7abc' AS INTEGER)` is 7).
+    fn not_int64(&self) -> &'static str {
+        "(typeof({x}) <> 'integer' AND NOT (typeof({x}) = 'real' AND {x} = CAST({x} AS INTEGER) AND {x} >= -9223372036854775808.0 AND {x} < 9223372036854775808.0))"
+    }
+
+    /// `TOTAL`: SQLite's `SUM` of integers fails on an overflow.
+    fn wide_sum(&self) -> &'static str {
+        "TOTAL"
+    }
+
     fn inspect_integer_fix(&self, table: &str, column: &str) -> String {
         // SQLite cannot change a column's type in place: a new column, filled, mapped instead.
         format!(

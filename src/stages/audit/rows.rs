@@ -77,8 +77,10 @@ pub(super) fn record_row(
         return Ok(None);
     };
     summary.drifting_rows += 1;
-    let abs = d.drift.map(i64::abs).unwrap_or(0);
-    summary.sum_abs_drift += abs;
+    // |drift| can exceed i64 (a stored i64::MIN): the summary's sum and largest value
+    // saturate at i64::MAX, never wrap (issue 25 row 2); the report keeps the exact drift.
+    let abs = d.drift.map_or(0, |x| saturate(x.unsigned_abs()));
+    summary.sum_abs_drift = summary.sum_abs_drift.saturating_add(abs);
     summary.max_abs_drift = summary.max_abs_drift.max(abs);
     *summary
         .by_class
@@ -118,7 +120,15 @@ pub(super) fn record_row(
         subject: subject.to_string(),
         stored: d.stored,
         recomputed: d.recomputed,
-        drift: d.drift,
+        drift: d.drift.map(saturate),
         class: d.class.as_str(),
     }))
+}
+
+/// `x` as an i64, saturated at `i64::MIN` / `i64::MAX` (the summary's sums and the ledger's
+/// BIGINT `drift` column; the CSV report writes the exact value).
+fn saturate<T: TryInto<i64> + PartialOrd + Default>(x: T) -> i64 {
+    let negative = x < T::default();
+    x.try_into()
+        .unwrap_or(if negative { i64::MIN } else { i64::MAX })
 }

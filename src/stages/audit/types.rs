@@ -123,9 +123,10 @@ pub struct AuditSummary {
     pub rows_checked: u64,
     /// Rows whose stored value differs from the recomputed one (NULL counters included).
     pub drifting_rows: u64,
-    /// Sum of |drift| (rows checked in full; NULL counters add nothing).
+    /// Sum of |drift| (rows checked in full; NULL counters add nothing), saturated at
+    /// `i64::MAX`: a sum that would pass it reads `i64::MAX`, never a wrapped number.
     pub sum_abs_drift: i64,
-    /// Largest |drift|.
+    /// Largest |drift|, saturated at `i64::MAX` (a stored `i64::MIN` drifts by more).
     pub max_abs_drift: i64,
     /// Drifting rows per class, every class listed.
     pub by_class: BTreeMap<String, u64>,

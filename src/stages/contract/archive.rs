@@ -336,6 +336,57 @@ pub async fn refuse_ambiguous_keys(
     Ok(())
 }
 
+/// Refuses a target holding a value the archive cannot keep (issue 25 rows 2 and 3): its
+/// `counter_value` is a 64-bit integer, so a `numeric` 2.7 would be archived as 3 and the
+/// verification then fail ("a value changed while archiving?") after the archive was written,
+/// and a `BIGINT UNSIGNED` above 2^63 - 1 could not be archived at all. Every row of the
+/// table counts, `[counter] rows` or not: the archive copies them all. Reads the values only
+/// where the column's declared type can hold such a value
+/// ([`crate::schema::counter_values::may_hold_other`]), one streamed pass that stops at the
+/// first.
+///
+/// Errors: exit 2 naming the target, the value and the first row's keys; exit 3 for a
+/// database failure.
+pub async fn refuse_non_integers(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    target: &Target,
+) -> Result<()> {
+    use crate::schema::counter_values::{first_not_int64, may_hold_other, Values};
+    let declared =
+        crate::db::catalog::column_type(conn, ctx, &target.table, &target.column).await?;
+    if !may_hold_other(ctx.dialect, declared.as_deref()) {
+        return Ok(());
+    }
+    let value = format!("this.{}", ctx.ctr.column);
+    let values = Values {
+        table: &ctx.ctr.table,
+        joins: &crate::dialect::Joins::default(),
+        conv: &keys.conv,
+        user: "",
+        subject: &keys.subject,
+        value: &value,
+        keep: None,
+    };
+    let Some(found) = first_not_int64(conn, ctx, &values, false).await? else {
+        return Ok(());
+    };
+    let subject = match keys.subject_col {
+        _ if keys.subject.is_empty() => String::new(),
+        "message_id" => format!(", message {}", found.subject),
+        _ => format!(", user {}", found.subject),
+    };
+    Err(crate::error::input_error(format!(
+        "{}: {}.{} holds {} for conversation {}{subject} (the first such row found): the archive keeps whole numbers within the 64-bit integer range (-9223372036854775808 to 9223372036854775807); correct the row before the contract archives and drops the column",
+        target.describe(),
+        target.table,
+        target.column,
+        found.value,
+        found.conv,
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

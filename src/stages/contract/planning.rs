@@ -1,12 +1,13 @@
 //! Before the gate: where each target stands (still there, dropped by an earlier run whose
 //! archive holds it, or missing), and for each one still there the checks and the plan: its
-//! archive keys name one row each, the engine's drop plan, the rights it needs (named in a dry
+//! archive keys name one row each and its values are integers the archive can keep, the
+//! engine's drop plan, the rights it needs (named in a dry
 //! run), the objects that depend on it, and the DDL as printed.
 
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use super::archive::refuse_ambiguous_keys;
+use super::archive::{refuse_ambiguous_keys, refuse_non_integers};
 use super::dependents::{dependents, Dependent};
 use super::options::ContractOptions;
 use super::target::{keys_of, Keys, Origin, Target};
@@ -208,6 +209,7 @@ pub async fn plan(
         let (keys, tctx) = keys_of(conn, mapping, ctx, t).await?;
         let subject = (!keys.subject.is_empty()).then_some(keys.subject.as_str());
         refuse_ambiguous_keys(conn, &tctx, &keys.conv, subject, &t.describe()).await?;
+        refuse_non_integers(conn, &tctx, &keys, t).await?;
         let drop = ctx
             .dialect
             .ddl()
