@@ -36,6 +36,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/preflight_check.sql"),
     ),
     (
+        "preflight_member_duplicates.sql",
+        include_str!("../../sql/common/preflight_member_duplicates.sql"),
+    ),
+    (
         "preflight_counter_rows.sql",
         include_str!("../../sql/common/preflight_counter_rows.sql"),
     ),

@@ -36,6 +36,7 @@ mod contract_dependents;
 mod contract_failure;
 mod contract_privileges;
 mod demo;
+mod duplicate_members;
 mod evidence_forms;
 mod faults;
 mod galera;
