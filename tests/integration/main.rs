@@ -56,3 +56,4 @@ mod synapse;
 mod tolerance;
 mod total_minus_seen;
 mod two_connections;
+mod unfinished_runs;

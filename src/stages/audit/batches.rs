@@ -14,13 +14,20 @@ use super::types::{AuditSummary, BatchRun};
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::ledger::{self, DriftRow};
+use crate::lock::RunnerLock;
 use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
 use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
 
+/// How often the runner lock's heartbeat is refreshed (a lock row whose heartbeat is a minute
+/// old is taken to be a dead runner's): at most once in this time, as the backfill does.
+const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
-/// the run stopped early (the rows so far are kept in the partial report beside it).
+/// the run stopped early (the rows so far are kept in the partial report beside it). The
+/// runner lock's heartbeat (`lock`, a lock row on SQLite and Galera) is refreshed at most every
+/// [`HEARTBEAT_EVERY`] between batches.
 ///
 /// Errors: database or I/O failure (the report is abandoned: nothing under the final name).
 pub(super) async fn audit_batches(
@@ -28,6 +35,7 @@ pub(super) async fn audit_batches(
     run: &BatchRun<'_>,
     mut lo: Option<Key>,
     summary: &mut AuditSummary,
+    lock: Option<&RunnerLock>,
 ) -> Result<Option<String>> {
     let BatchRun {
         ctx,
@@ -55,6 +63,7 @@ pub(super) async fn audit_batches(
     progress.advance(summary.rows_checked);
     let mut stopped = false;
     let mut stopped_by = None;
+    let mut last_heartbeat = Instant::now();
     let result: Result<()> = async {
         while let Some(mut batch) = next_batch(
             conn,
@@ -80,6 +89,11 @@ pub(super) async fn audit_batches(
             // counted them).
             progress.advance(batch.rows.max(checked.max(0) as u64));
             lo = Some(batch.hi);
+            if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
+                // Best effort: a missed heartbeat only matters after a minute of them.
+                let _ = lock.heartbeat(conn).await;
+                last_heartbeat = Instant::now();
+            }
             let stop_asked = opts
                 .stop
                 .as_ref()
