@@ -28,6 +28,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/audit_count.sql"),
     ),
     (
+        "audit_unwatermarked.sql",
+        include_str!("../../sql/common/audit_unwatermarked.sql"),
+    ),
+    (
         "audit_counter_duplicates.sql",
         include_str!("../../sql/common/audit_counter_duplicates.sql"),
     ),

@@ -178,6 +178,17 @@ async fn audit_batch(
             .fetch_one(&mut *conn)
             .await?
             .try_get("n")?;
+        let unwatermarked_sql = render(
+            "audit_unwatermarked.sql",
+            ctx,
+            minijinja::context! { range => batch.params(ctx.dialect, 1) },
+        )?;
+        let unwatermarked: i64 = batch
+            .bind(sqlx::query(&unwatermarked_sql))
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get("n")?;
+        summary.members_without_watermark += unwatermarked.max(0) as u64;
         // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
         // The rows are streamed into the report as they arrive, never collected: a
         // batch is whole conversations, and one channel can hold any number of
@@ -236,6 +247,14 @@ pub fn statements(
                 "audit_count.sql",
                 &ctx,
                 minijinja::context! { range => range },
+            )?,
+        ),
+        (
+            "the members without a watermark, same snapshot",
+            render(
+                "audit_unwatermarked.sql",
+                &ctx,
+                minijinja::context! { range => range.clone() },
             )?,
         ),
         (

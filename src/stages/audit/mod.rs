@@ -5,10 +5,11 @@
 //! returns only the drifting rows; rows stream into the report, so memory does not grow with the
 //! table. The summary goes into the ledger with the report's SHA-256.
 //!
-//! Split by job: this file holds [`run`] (checks, ledger, resume); [`types`] the options and
-//! the summary; [`batches`] the batch loop and the statements it runs; [`rows`] the decoding and
-//! classification of one drifting row; [`summary`] the tolerances, the empty-scope error and
-//! the metrics file; [`min_age`] the `--min-age` filter.
+//! Split by job: this file holds [`run`] (checks, runner lock, ledger, resume); [`types`] the
+//! options and the summary; [`batches`] the batch loop and the statements it runs; [`rows`]
+//! the decoding and classification of one drifting row; [`summary`] the tolerances, the
+//! empty-scope error and the metrics file; [`min_age`] the `--min-age` filter;
+//! [`backfill_state`] where the mapping's backfill stands when the audit starts.
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
@@ -24,6 +25,7 @@ use crate::schema;
 use crate::stages::Key;
 use crate::tables::LEDGER_TABLE;
 
+mod backfill_state;
 mod batches;
 mod min_age;
 mod rows;
@@ -75,10 +77,7 @@ pub async fn run(
 /// recorded in the ledger at a time per mapping; `status` asks it whether a `running` audit
 /// is alive.
 pub fn lock_name(fingerprint: &str) -> String {
-    format!(
-        "tidemark:audit:{}",
-        &fingerprint[..16.min(fingerprint.len())]
-    )
+    crate::lock::runner_name(Stage::Audit, fingerprint)
 }
 
 /// With the ledger: its table, the audit's privileges, then the runner lock ([`lock_name`]).
@@ -139,6 +138,8 @@ async fn run_locked(
         if let Some(id) = ledger_id {
             ledger::abandon_stale(conn, dialect, Stage::Audit, &mapping.fingerprint, id).await?;
         }
+        let found = backfill_state::read(conn, mapping, dialect, ledger_id.is_some()).await?;
+        summary.backfill = backfill_state::merge(summary.backfill.take(), found);
         if let Some(age) = opts.min_age {
             let (filter, left_out) = quiescence(conn, mapping, dialect, &opts.scope, age).await?;
             opts.scope.min_age = Some(filter);

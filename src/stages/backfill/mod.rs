@@ -201,9 +201,9 @@ pub async fn run(
     result
 }
 
-/// The runner lock of backfills of this mapping.
+/// The runner lock of backfills of this mapping ([`lock::runner_name`]).
 pub fn lock_name(mapping: &Mapping) -> String {
-    format!("tidemark:backfill:{}", &mapping.fingerprint[..16])
+    lock::runner_name(Stage::Backfill, &mapping.fingerprint)
 }
 
 /// Finds an unfinished run of this mapping to continue, or records a new one.
