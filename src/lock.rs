@@ -13,16 +13,17 @@ use sqlx::AnyConnection;
 use std::time::Duration;
 
 use crate::dialect::{Dialect, LockAttempt, LockKind};
-use crate::ledger::Stage;
 
-/// The runner lock of `stage`'s runs of the mapping with this fingerprint (SHA-256 hex):
+/// The runner lock of `stage`'s runs (a `crate::ledger::Stage`, or its stored text) of the
+/// mapping with this fingerprint (SHA-256 hex):
 /// `tidemark:<stage>:<its first 16 hex digits>` (the engine adds the database where its named
 /// locks are server-wide: [`crate::dialect::RunnerLocks::runner_lock_name`]). The one
 /// spelling: each stage takes its lock by it, and `status` and the audit ask by it whether a
 /// run recorded as `running` is alive.
-pub fn runner_name(stage: Stage, fingerprint: &str) -> String {
+pub fn runner_name(stage: impl AsRef<str>, fingerprint: &str) -> String {
     format!(
-        "tidemark:{stage}:{}",
+        "tidemark:{}:{}",
+        stage.as_ref(),
         &fingerprint[..16.min(fingerprint.len())]
     )
 }
