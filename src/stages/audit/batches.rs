@@ -58,12 +58,20 @@ pub(super) async fn audit_batches(
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
     };
-    let total = rows_in_scope(conn, run).await?;
+    let total = match rows_in_scope(conn, run).await {
+        Ok(total) => total,
+        Err(e) => {
+            report.abandon();
+            return Err(stopped_in_batch(e, summary, lo.as_ref(), None));
+        }
+    };
     let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
     progress.advance(summary.rows_checked);
     let mut stopped = false;
     let mut stopped_by = None;
     let mut last_heartbeat = Instant::now();
+    // The last conversation of the batch in flight, for the error of a failed batch.
+    let mut hi: Option<Key> = None;
     let result: Result<()> = async {
         while let Some(mut batch) = next_batch(
             conn,
@@ -76,6 +84,7 @@ pub(super) async fn audit_batches(
         )
         .await?
         {
+            hi = Some(batch.hi.clone());
             let (checked, drifting) =
                 audit_batch(conn, run, &mut batch, summary, &mut report).await?;
             summary.rows_checked += checked.max(0) as u64;
@@ -89,6 +98,7 @@ pub(super) async fn audit_batches(
             // counted them).
             progress.advance(batch.rows.max(checked.max(0) as u64));
             lo = Some(batch.hi);
+            hi = None;
             if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
                 // Best effort: a missed heartbeat only matters after a minute of them.
                 let _ = lock.heartbeat(conn).await;
@@ -117,7 +127,7 @@ pub(super) async fn audit_batches(
     progress.finish();
     if let Err(e) = result {
         report.abandon();
-        return Err(e);
+        return Err(stopped_in_batch(e, summary, lo.as_ref(), hi.as_ref()));
     }
     if stopped {
         // Keep what this part covered for the next one; the final name stays untouched.
@@ -133,6 +143,36 @@ pub(super) async fn audit_batches(
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))
+}
+
+/// The error of an audit that stops in its next batch (the conversations after `lo` up to
+/// `hi`) on a database or I/O failure, with what is kept (issue 25, row 14): nothing (the
+/// report is abandoned, and the run never records a verdict), so the audit runs again.
+fn stopped_in_batch(
+    e: anyhow::Error,
+    summary: &AuditSummary,
+    lo: Option<&Key>,
+    hi: Option<&Key>,
+) -> anyhow::Error {
+    let run = match summary.ledger_id {
+        Some(id) => format!("audit run #{id}"),
+        None => "audit".to_string(),
+    };
+    let range = match (lo, hi) {
+        (Some(lo), Some(hi)) => format!(" (conversations after {lo} up to {hi})"),
+        (None, Some(hi)) => format!(" (conversations up to {hi})"),
+        (Some(lo), None) => format!(" (conversations after {lo})"),
+        (None, None) => String::new(),
+    };
+    let recorded = if summary.ledger_id.is_some() {
+        " and the run is not recorded as passed"
+    } else {
+        ""
+    };
+    e.context(format!(
+        "{run} stopped in batch {}{range}: nothing is kept: no report was written{recorded}; run the audit again",
+        summary.batches + 1
+    ))
 }
 
 /// The rows the audit's scope holds (counter rows, or messages), for the progress display.

@@ -327,7 +327,19 @@ async fn run_batches(
                 paused += pause_started.elapsed();
                 progress.message("");
             }
-            let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size, &Scope::default()).await? else {
+            let found = next_batch(
+                conn,
+                ctx,
+                BatchUnit::Subjects,
+                conv_kind,
+                lo.clone(),
+                size,
+                &Scope::default(),
+            )
+            .await;
+            let found = found
+                .map_err(|e| stopped(e, ledger_id, summary.batches + 1, lo.as_ref(), None, ""))?;
+            let Some(batch) = found else {
                 break;
             };
             let t0 = Instant::now();
@@ -341,7 +353,10 @@ async fn run_batches(
                 let mut attempt = summary.clone();
                 let hi = batch.hi.clone();
                 let checkpoint = move |s: &BackfillSummary| {
-                    Ok(serde_json::to_value(&Checkpoint { lo: Some(hi.clone()), summary: s.clone() })?)
+                    Ok(serde_json::to_value(&Checkpoint {
+                        lo: Some(hi.clone()),
+                        summary: s.clone(),
+                    })?)
                 };
                 let step = run_batch(
                     conn,
@@ -362,19 +377,38 @@ async fn run_batches(
                     Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
                         Some(delay) => {
                             summary.retried_batches += 1;
-                            progress.message(&format!("lock wait, retrying in {} ms", delay.as_millis()));
+                            progress.message(&format!(
+                                "lock wait, retrying in {} ms",
+                                delay.as_millis()
+                            ));
                             tokio::time::sleep(delay).await;
                             paused += delay;
                         }
                         None => {
-                            return Err(e.context(format!(
-                                "batch after {} still hit lock waits after {} retries; finished batches are kept, run again to continue",
-                                lo.as_ref().map(|k| k.to_string()).unwrap_or_else(|| "the start".into()),
+                            let why = format!(
+                                ", still meeting lock waits after {} retries",
                                 opts.retries
-                            )))
+                            );
+                            return Err(stopped(
+                                e,
+                                ledger_id,
+                                summary.batches + 1,
+                                lo.as_ref(),
+                                Some(&batch.hi),
+                                &why,
+                            ));
                         }
                     },
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        return Err(stopped(
+                            e,
+                            ledger_id,
+                            summary.batches + 1,
+                            lo.as_ref(),
+                            Some(&batch.hi),
+                            "",
+                        ))
+                    }
                 }
             };
             next.retried_batches = summary.retried_batches;
@@ -415,6 +449,43 @@ async fn run_batches(
     .await;
     progress.finish();
     result.map(|()| summary)
+}
+
+/// The error of a backfill that stops in batch `batch` (1-based, over all parts of the run)
+/// of the conversations after `lo` up to `hi`, with what is kept (issue 25, row 14): the
+/// batches before it are committed with their checkpoint, so the same command continues
+/// (`ledger_id` None: a dry run, which writes nothing). `why` follows the batch
+/// (`, still meeting lock waits after 5 retries`); the database's error stays the cause.
+fn stopped(
+    e: anyhow::Error,
+    ledger_id: Option<i64>,
+    batch: u64,
+    lo: Option<&Key>,
+    hi: Option<&Key>,
+    why: &str,
+) -> anyhow::Error {
+    let run = match ledger_id {
+        Some(id) => format!("backfill run #{id}"),
+        None => "backfill --dry-run".to_string(),
+    };
+    let range = match (lo, hi) {
+        (Some(lo), Some(hi)) => format!(" (conversations after {lo} up to {hi})"),
+        (None, Some(hi)) => format!(" (conversations up to {hi})"),
+        (Some(lo), None) => format!(" (conversations after {lo})"),
+        (None, None) => String::new(),
+    };
+    let kept = match (ledger_id, lo) {
+        (None, _) => "a dry run writes nothing".to_string(),
+        (Some(_), Some(lo)) => format!(
+            "the batches up to conversation {lo} are committed; run `tidemark backfill` again to continue"
+        ),
+        (Some(_), None) => {
+            "no batch of this run is committed yet; run `tidemark backfill` again".to_string()
+        }
+    };
+    e.context(format!(
+        "{run} stopped in batch {batch}{range}{why}: {kept}"
+    ))
 }
 
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {

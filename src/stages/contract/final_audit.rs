@@ -65,7 +65,7 @@ pub async fn final_audit(
     };
     let audited = audit::run(conn, mapping, dialect, &audit_opts)
         .await
-        .context("the final audit")?;
+        .context("the final audit (nothing was archived or dropped)")?;
     let s = &audited.summary;
     outcome.final_audit = Some(FinalAudit {
         id: s.ledger_id,
