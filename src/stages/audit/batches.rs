@@ -158,12 +158,7 @@ fn stopped_in_batch(
         Some(id) => format!("audit run #{id}"),
         None => "audit".to_string(),
     };
-    let range = match (lo, hi) {
-        (Some(lo), Some(hi)) => format!(" (conversations after {lo} up to {hi})"),
-        (None, Some(hi)) => format!(" (conversations up to {hi})"),
-        (Some(lo), None) => format!(" (conversations after {lo})"),
-        (None, None) => String::new(),
-    };
+    let range = crate::stages::batch::range_words(lo, hi);
     let recorded = if summary.ledger_id.is_some() {
         " and the run is not recorded as passed"
     } else {

@@ -309,24 +309,15 @@ async fn run_batches(
     let mut paused = Duration::ZERO;
     let members_at_start = summary.members;
     let mut last_heartbeat = Instant::now();
+    // The batch in flight (its last conversation) and why it stopped, for the error.
+    let (mut hi, mut why): (Option<Key>, String) = (None, String::new());
     let result: Result<()> = async {
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
                 summary.interrupted = true;
                 break;
             }
-            if let Some(path) = &opts.pause_file {
-                let pause_started = Instant::now();
-                while path.exists() {
-                    progress.message(&format!("paused: {} exists", path.display()));
-                    if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                paused += pause_started.elapsed();
-                progress.message("");
-            }
+            paused += wait_while_paused(opts, &mut progress).await;
             let found = next_batch(
                 conn,
                 ctx,
@@ -336,19 +327,13 @@ async fn run_batches(
                 size,
                 &Scope::default(),
             )
-            .await;
-            let found = found
-                .map_err(|e| stopped(e, ledger_id, summary.batches + 1, lo.as_ref(), None, ""))?;
+            .await?;
             let Some(batch) = found else {
                 break;
             };
+            hi = Some(batch.hi.clone());
             let t0 = Instant::now();
-            let mut backoff = ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(10))
-                .with_max_times(opts.retries)
-                .with_jitter()
-                .build();
+            let mut backoff = lock_wait_backoff(opts.retries);
             let mut next = loop {
                 let mut attempt = summary.clone();
                 let hi = batch.hi.clone();
@@ -385,30 +370,14 @@ async fn run_batches(
                             paused += delay;
                         }
                         None => {
-                            let why = format!(
+                            why = format!(
                                 ", still meeting lock waits after {} retries",
                                 opts.retries
                             );
-                            return Err(stopped(
-                                e,
-                                ledger_id,
-                                summary.batches + 1,
-                                lo.as_ref(),
-                                Some(&batch.hi),
-                                &why,
-                            ));
+                            return Err(e);
                         }
                     },
-                    Err(e) => {
-                        return Err(stopped(
-                            e,
-                            ledger_id,
-                            summary.batches + 1,
-                            lo.as_ref(),
-                            Some(&batch.hi),
-                            "",
-                        ))
-                    }
+                    Err(e) => return Err(e),
                 }
             };
             next.retried_batches = summary.retried_batches;
@@ -416,6 +385,7 @@ async fn run_batches(
             progress.message("");
             progress.advance(batch.rows);
             lo = Some(batch.hi.clone());
+            hi = None;
             if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
                 // Best effort: a missed heartbeat only matters after a minute of them.
                 let _ = lock.heartbeat(conn).await;
@@ -448,7 +418,9 @@ async fn run_batches(
     }
     .await;
     progress.finish();
-    result.map(|()| summary)
+    let batch = summary.batches + 1;
+    result.map_err(|e| stopped(e, ledger_id, batch, lo.as_ref(), hi.as_ref(), &why))?;
+    Ok(summary)
 }
 
 /// The error of a backfill that stops in batch `batch` (1-based, over all parts of the run)
@@ -468,12 +440,7 @@ fn stopped(
         Some(id) => format!("backfill run #{id}"),
         None => "backfill --dry-run".to_string(),
     };
-    let range = match (lo, hi) {
-        (Some(lo), Some(hi)) => format!(" (conversations after {lo} up to {hi})"),
-        (None, Some(hi)) => format!(" (conversations up to {hi})"),
-        (Some(lo), None) => format!(" (conversations after {lo})"),
-        (None, None) => String::new(),
-    };
+    let range = crate::stages::batch::range_words(lo, hi);
     let kept = match (ledger_id, lo) {
         (None, _) => "a dry run writes nothing".to_string(),
         (Some(_), Some(lo)) => format!(
@@ -486,6 +453,38 @@ fn stopped(
     e.context(format!(
         "{run} stopped in batch {batch}{range}{why}: {kept}"
     ))
+}
+
+/// The pauses before each retry of a batch that lost a lock wait: exponential from 200 ms to
+/// 10 s with jitter, `retries` of them.
+fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(retries)
+        .with_jitter()
+        .build()
+}
+
+/// Waits while `--pause-file` exists (or until a stop is asked), saying so on the progress
+/// line; returns the time waited (not active time: see `--max-rows-per-second`).
+async fn wait_while_paused(
+    opts: &BackfillOptions,
+    progress: &mut crate::progress::Progress,
+) -> Duration {
+    let Some(path) = &opts.pause_file else {
+        return Duration::ZERO;
+    };
+    let pause_started = Instant::now();
+    while path.exists() {
+        progress.message(&format!("paused: {} exists", path.display()));
+        if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    progress.message("");
+    pause_started.elapsed()
 }
 
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {

@@ -129,12 +129,7 @@ fn stopped(
     lo: Option<&Key>,
     hi: Option<&Key>,
 ) -> anyhow::Error {
-    let range = match (lo, hi) {
-        (Some(lo), Some(hi)) => format!(" (conversations after {lo} up to {hi})"),
-        (None, Some(hi)) => format!(" (conversations up to {hi})"),
-        (Some(lo), None) => format!(" (conversations after {lo})"),
-        (None, None) => String::new(),
-    };
+    let range = crate::stages::batch::range_words(lo, hi);
     let what = target.describe();
     e.context(format!(
         "archiving {what} stopped in batch {}{range}: {what} is intact and nothing was dropped; the {done} batch(es) archived so far stay in {ARCHIVE_TABLE} under contract run #{contract_id}; run the same command again",
