@@ -14,6 +14,20 @@ use std::time::Duration;
 
 use crate::dialect::{Dialect, LockAttempt, LockKind};
 
+/// The runner lock of `stage`'s runs (a `crate::ledger::Stage`, or its stored text) of the
+/// mapping with this fingerprint (SHA-256 hex):
+/// `tidemark:<stage>:<its first 16 hex digits>` (the engine adds the database where its named
+/// locks are server-wide: [`crate::dialect::RunnerLocks::runner_lock_name`]). The one
+/// spelling: each stage takes its lock by it, and `status` and the audit ask by it whether a
+/// run recorded as `running` is alive.
+pub fn runner_name(stage: impl AsRef<str>, fingerprint: &str) -> String {
+    format!(
+        "tidemark:{}:{}",
+        stage.as_ref(),
+        &fingerprint[..16.min(fingerprint.len())]
+    )
+}
+
 /// A held runner lock; release it with [`RunnerLock::release`] (a crash releases the server
 /// locks with the session; a stale SQLite row is taken over).
 #[derive(Debug)]

@@ -110,6 +110,32 @@ impl Dialect {
         })
     }
 
+    /// Whether any cause in `error`'s chain says the session with the server is gone (issue
+    /// 25, row 14): the driver lost the socket or the protocol (`sqlx::Error::Io`,
+    /// `Protocol`, `Tls`, `WorkerCrashed`), or the server ended the session (a SQLSTATE of
+    /// class 08, connection exception, or a code of [`Sessions::session_ended_codes`] of any
+    /// engine). Then the client cannot know whether a statement in flight was applied.
+    pub fn error_is_connection_lost(error: &anyhow::Error) -> bool {
+        error
+            .chain()
+            .any(|cause| match cause.downcast_ref::<sqlx::Error>() {
+                Some(
+                    sqlx::Error::Io(_)
+                    | sqlx::Error::Protocol(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::WorkerCrashed,
+                ) => true,
+                Some(sqlx::Error::Database(db)) => {
+                    let code = db.code().map(|c| c.to_string()).unwrap_or_default();
+                    code.starts_with("08")
+                        || Dialect::ALL
+                            .iter()
+                            .any(|d| d.sessions().session_ended_codes().contains(&code.as_str()))
+                }
+                _ => false,
+            })
+    }
+
     /// Whether any cause in `error`'s chain is a database error that [`Dialect::is_lock_wait`]
     /// recognises: worth a retry after a pause.
     pub fn error_is_lock_wait(error: &anyhow::Error) -> bool {

@@ -28,12 +28,20 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/audit_count.sql"),
     ),
     (
+        "audit_unwatermarked.sql",
+        include_str!("../../sql/common/audit_unwatermarked.sql"),
+    ),
+    (
         "audit_counter_duplicates.sql",
         include_str!("../../sql/common/audit_counter_duplicates.sql"),
     ),
     (
         "preflight_check.sql",
         include_str!("../../sql/common/preflight_check.sql"),
+    ),
+    (
+        "preflight_member_duplicates.sql",
+        include_str!("../../sql/common/preflight_member_duplicates.sql"),
     ),
     (
         "preflight_counter_rows.sql",

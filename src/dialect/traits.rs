@@ -156,6 +156,13 @@ pub trait Sessions: Sync {
     /// [`Self::lock_wait_codes`] (for errors whose code the driver does not pass on).
     fn lock_wait_messages(&self) -> &'static [&'static str];
 
+    /// Error codes, as the driver reports them, of a server that ended the session (an
+    /// administrator's kill, a shutdown): the statement's fate is not known to the client
+    /// ([`crate::dialect::Dialect::error_is_connection_lost`]). A lost socket needs no code.
+    fn session_ended_codes(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Whether DDL is transactional: then a migration and its history row commit together.
     /// (MySQL commits DDL implicitly, so a transaction there would mislead.)
     fn transactional_ddl(&self) -> bool;

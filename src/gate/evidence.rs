@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 
 use crate::dialect::Dialect;
 use crate::ledger::records::AuditSummaryRecord;
-use crate::ledger::{self, Entry, RunStatus, Stage, Tolerance};
+use crate::ledger::{self, BackfillState, Entry, RunStatus, Stage, Tolerance};
 use crate::tables::LEDGER_TABLE;
 
 /// One audit run of the ledger, as the gate sees it.
@@ -36,6 +36,11 @@ pub struct AuditRecord {
     /// on it. Not stored with the contract's evidence.
     #[serde(skip)]
     pub unreadable: Option<String>,
+    /// The newest backfill of the mapping as the audit found it (from its summary; None for
+    /// an audit recorded before tidemark kept it): the gate never counts an audit that found
+    /// it unfinished (issue 25, row 10). Not stored with the contract's evidence.
+    #[serde(skip)]
+    pub backfill: Option<BackfillState>,
 }
 
 impl AuditRecord {
@@ -50,6 +55,7 @@ impl AuditRecord {
         let mut unreadable = None;
         let mut tolerance = Tolerance::zero();
         let mut crossed = Vec::new();
+        let mut backfill = None;
         if e.status == RunStatus::Done {
             let options = e
                 .options
@@ -64,7 +70,10 @@ impl AuditRecord {
                 Err(err) => unreadable = Some(format!("{err:#}")),
             }
             match AuditSummaryRecord::parse(e.summary.as_deref()) {
-                Ok(s) => crossed = s.crossed,
+                Ok(s) => {
+                    crossed = s.crossed;
+                    backfill = s.backfill;
+                }
                 Err(err) => {
                     unreadable.get_or_insert(format!("{err:#}"));
                 }
@@ -81,6 +90,7 @@ impl AuditRecord {
             crossed,
             report_sha256: e.report_sha256.clone(),
             unreadable,
+            backfill,
         }
     }
 }

@@ -21,6 +21,10 @@
 //!   as a zero tolerance (issue 13, row 8);
 //! - an audit that checked only some limits (a tolerance option given alone: the others are
 //!   not checked) has a tolerance above zero;
+//! - an audit that found the newest backfill of its mapping unfinished (never run, failed,
+//!   stopped, still running: its summary's `backfill`) ends the chain like a failure, whatever
+//!   its verdict: its drift included the members the backfill had not reached (issue 25,
+//!   row 10); audits recorded before tidemark kept that state are read as before;
 //! - with `--require-unused`, the server's statement statistics must show that no statement
 //!   still reads or writes the counter column; statistics that are unavailable close the gate
 //!   (an absence of evidence is not evidence of absence).
@@ -85,6 +89,17 @@ pub enum Reason {
         id: i64,
         /// The limits it crossed.
         crossed: Vec<String>,
+    },
+    /// An audit ran while the newest backfill of its mapping had not finished (never ran,
+    /// failed, stopped, still running): the members it had not reached had no watermark, so
+    /// its drift is not the counters' own, and it does not count (issue 25, row 10).
+    BackfillUnfinished {
+        /// The audit (None: the final audit, when it recorded no id).
+        id: Option<i64>,
+        /// The backfill run (None: none had run).
+        backfill: Option<i64>,
+        /// Where it stood, in words (`never ran`, `(run #3) failed`, …).
+        state: String,
     },
     /// A passing audit ran with a tolerance above zero, and `--accept-tolerance` was not given.
     ToleranceNotAccepted {
@@ -171,6 +186,23 @@ impl std::fmt::Display for Reason {
                     write!(f, " ({})", crossed.join("; "))?;
                 }
                 write!(f, ": no audit after the clean ones may have failed")
+            }
+            Reason::BackfillUnfinished { id, backfill, state } => {
+                match id {
+                    Some(id) => write!(f, "audit #{id}")?,
+                    None => write!(f, "the final audit")?,
+                }
+                match backfill {
+                    None => write!(f, " ran before any backfill of this mapping")?,
+                    Some(_) => write!(
+                        f,
+                        " ran while the last backfill of this mapping {state}"
+                    )?,
+                }
+                write!(
+                    f,
+                    ": the members it had not reached had no watermark, so the audit does not count; run `tidemark backfill`, then audit again"
+                )
             }
             Reason::ToleranceNotAccepted { id, tolerance } => write!(
                 f,
@@ -299,7 +331,14 @@ pub fn decide(
             stopped = true;
             continue;
         }
-        if a.passed != Some(true) {
+        if let Some(b) = a.backfill.as_ref().filter(|b| !b.finished) {
+            stop = Some(Reason::BackfillUnfinished {
+                id: Some(a.id),
+                backfill: b.id,
+                state: b.describe(),
+            });
+            stopped = true;
+        } else if a.passed != Some(true) {
             stop = Some(Reason::AuditFailed {
                 id: a.id,
                 crossed: a.crossed.clone(),

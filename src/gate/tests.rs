@@ -24,6 +24,10 @@ fn audit(id: i64, age_h: i64, passed: bool) -> AuditRecord {
         },
         report_sha256: Some("00".into()),
         unreadable: None,
+        backfill: Some(crate::ledger::BackfillState::of(
+            Some((1, RunStatus::Done)),
+            false,
+        )),
     }
 }
 
@@ -51,6 +55,70 @@ fn one_recent_clean_audit_opens_by_default() {
     assert!(v.open, "{:?}", v.reasons);
     assert_eq!(v.relied_on, vec![1]);
     assert_eq!(v.newest_clean.unwrap().id, 1);
+}
+
+/// Issue 25, row 10: an audit that found the backfill of its mapping unfinished never counts,
+/// whatever its verdict, and ends the chain; a clean audit after the backfill finished counts;
+/// an audit recorded before the state was kept (None) counts as it always did.
+#[test]
+fn audit_during_an_unfinished_backfill_does_not_count() {
+    use crate::ledger::BackfillState;
+    let mut during = audit(2, 1, true);
+    during.backfill = Some(BackfillState::of(Some((1, RunStatus::Failed)), false));
+    let v = run(&[during.clone()], &GateOptions::default());
+    assert!(!v.open);
+    assert_eq!(
+        v.reasons[0],
+        Reason::BackfillUnfinished {
+            id: Some(2),
+            backfill: Some(1),
+            state: "(run #1) failed".into()
+        }
+    );
+    assert_eq!(
+        serde_json::to_value(&v.reasons[0]).unwrap()["kind"],
+        "backfill_unfinished"
+    );
+    assert!(
+        v.reasons[0]
+            .to_string()
+            .contains("run `tidemark backfill`, then audit again"),
+        "{}",
+        v.reasons[0]
+    );
+    // Never run.
+    let mut before = audit(3, 1, true);
+    before.backfill = Some(BackfillState::of(None, false));
+    let v = run(&[before], &GateOptions::default());
+    assert!(
+        v.reasons[0]
+            .to_string()
+            .starts_with("audit #3 ran before any backfill of this mapping"),
+        "{}",
+        v.reasons[0]
+    );
+    // A clean audit once the backfill finished counts; the one during it ends the chain.
+    let v = run(
+        &[audit(1, 5, true), during.clone(), audit(3, 0, true)],
+        &GateOptions::default(),
+    );
+    assert!(v.open, "{:?}", v.reasons);
+    assert_eq!(v.relied_on, vec![3]);
+    let two = GateOptions {
+        min_clean_audits: 2,
+        ..GateOptions::default()
+    };
+    let v = run(&[audit(1, 5, true), during, audit(3, 0, true)], &two);
+    assert!(!v.open);
+    assert!(
+        matches!(v.reasons[0], Reason::BackfillUnfinished { .. }),
+        "{:?}",
+        v.reasons
+    );
+    // Recorded before the state was kept: as before.
+    let mut old = audit(4, 1, true);
+    old.backfill = None;
+    assert!(run(&[old], &GateOptions::default()).open);
 }
 
 #[test]

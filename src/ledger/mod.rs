@@ -10,7 +10,7 @@ use crate::dialect::Dialect;
 
 pub mod records;
 
-pub use records::{RunStatus, Stage, Tolerance};
+pub use records::{BackfillState, RunStatus, Stage, Tolerance};
 
 use crate::tables::{ARCHIVE_TABLE, DRIFT_ROWS_TABLE, LEDGER_TABLE};
 use crate::values::{now_ms, text};
@@ -228,6 +228,31 @@ pub async fn recent(
         .fetch_all(&mut *conn)
         .await?;
     rows.iter().map(Entry::read).collect()
+}
+
+/// The newest run of `stage` under the mapping with this fingerprint, if any (the audit asks
+/// it of the backfill: issue 25, row 10).
+///
+/// Errors (exit 3): the ledger cannot be read, or holds a row this tidemark cannot decode.
+pub async fn newest_of_mapping(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    stage: Stage,
+    fingerprint: &str,
+) -> Result<Option<Entry>> {
+    let sql = format!(
+        "SELECT {} FROM {LEDGER_TABLE} WHERE stage = {} AND mapping_fingerprint = {} ORDER BY id DESC LIMIT 1",
+        entry_columns(dialect),
+        dialect.placeholder(1),
+        dialect.placeholder(2),
+    );
+    let row = sqlx::query(&sql)
+        .bind(stage.as_str().to_string())
+        .bind(fingerprint.to_string())
+        .fetch_optional(&mut *conn)
+        .await
+        .context("reading the ledger")?;
+    row.as_ref().map(Entry::read).transpose()
 }
 
 /// Stores a run's checkpoint (call it inside the transaction that writes the batch, so the

@@ -357,6 +357,69 @@ pub struct AuditSummaryRecord {
     pub drifting_rows: u64,
     /// The tolerance limits crossed (empty when it passed).
     pub crossed: Vec<String>,
+    /// The newest backfill of the audit's mapping as the audit found it (issue 25, row 10).
+    /// The one key an older summary may lack: audits recorded before tidemark kept it are
+    /// read as they always were (None), never as an unfinished backfill; an audit recorded
+    /// with the ledger always has it.
+    #[serde(default)]
+    pub backfill: Option<BackfillState>,
+}
+
+/// The newest backfill of a mapping as an audit of that mapping found it at its start (issue
+/// 25, row 10): the audit's drift is the counters' own only once the backfill finished
+/// (`done`); before, the members it has not reached yet have no watermark, and their unread
+/// is everything. Recorded in the audit's summary (`backfill` in `audit --format json`); the
+/// gate never counts an audit that found it unfinished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackfillState {
+    /// Its ledger run id; None when no backfill of the mapping was ever recorded.
+    pub id: Option<i64>,
+    /// Its status in the ledger; None when none was ever recorded.
+    pub status: Option<RunStatus>,
+    /// For a run recorded as `running`: whether its process still holds the backfill's runner
+    /// lock (false: it was killed, or its server session ended). False for any other status.
+    pub alive: bool,
+    /// Whether it finished (`done`).
+    pub finished: bool,
+    /// The command that finishes it (`tidemark backfill`: it resumes an unfinished run from
+    /// its checkpoint, or starts one); None when it finished or is still running.
+    pub command: Option<String>,
+}
+
+impl BackfillState {
+    /// The state of the mapping's newest backfill run (`None`: never run); `alive` as the
+    /// runner lock says for a run recorded as `running`.
+    pub fn of(run: Option<(i64, RunStatus)>, alive: bool) -> BackfillState {
+        let status = run.map(|(_, s)| s);
+        let alive = alive && status == Some(RunStatus::Running);
+        let finished = status == Some(RunStatus::Done);
+        BackfillState {
+            id: run.map(|(id, _)| id),
+            status,
+            alive,
+            finished,
+            command: (!finished && !alive).then(|| "tidemark backfill".to_string()),
+        }
+    }
+
+    /// Where it stands, in words, after "the last backfill of this mapping": `never ran`,
+    /// `(run #3) failed`, `(run #3) stopped unfinished (its process is gone)`, `(run #3) is
+    /// still running`, `(run #3) was interrupted`, … .
+    pub fn describe(&self) -> String {
+        let (Some(id), Some(status)) = (self.id, self.status) else {
+            return "never ran".to_string();
+        };
+        let how = match status {
+            RunStatus::Running if self.alive => "is still running".to_string(),
+            RunStatus::Running => "stopped unfinished (its process is gone)".to_string(),
+            RunStatus::Done => "finished".to_string(),
+            RunStatus::Failed => "failed".to_string(),
+            RunStatus::Interrupted => "was interrupted".to_string(),
+            RunStatus::Abandoned => "was abandoned".to_string(),
+            other => format!("is {other}"),
+        };
+        format!("(run #{id}) {how}")
+    }
 }
 
 impl AuditSummaryRecord {
@@ -452,6 +515,35 @@ mod tests {
             "cap": null, "max_drift_rows": "5", "max_drift_ratio": 0.0, "max_abs_drift": 0
         }))
         .is_err());
+    }
+
+    #[test]
+    fn backfill_states() {
+        let never = BackfillState::of(None, false);
+        assert!(!never.finished);
+        assert_eq!(never.command.as_deref(), Some("tidemark backfill"));
+        assert_eq!(never.describe(), "never ran");
+        let running = BackfillState::of(Some((3, RunStatus::Running)), true);
+        assert_eq!((running.alive, running.finished), (true, false));
+        assert_eq!(running.command, None);
+        assert_eq!(running.describe(), "(run #3) is still running");
+        let dead = BackfillState::of(Some((3, RunStatus::Running)), false);
+        assert_eq!(
+            dead.describe(),
+            "(run #3) stopped unfinished (its process is gone)"
+        );
+        assert_eq!(dead.command.as_deref(), Some("tidemark backfill"));
+        let failed = BackfillState::of(Some((3, RunStatus::Failed)), true);
+        assert!(!failed.alive, "only a running run is alive");
+        assert_eq!(failed.describe(), "(run #3) failed");
+        let done = BackfillState::of(Some((4, RunStatus::Done)), false);
+        assert_eq!((done.finished, done.command), (true, None));
+        // An audit summary recorded before the key existed reads as it always did.
+        let old = AuditSummaryRecord::parse(Some(
+            r#"{"rows_checked": 1, "drifting_rows": 0, "crossed": []}"#,
+        ))
+        .unwrap();
+        assert_eq!(old.backfill, None);
     }
 
     #[test]

@@ -24,9 +24,10 @@ use crate::values::text;
 /// First the declared type of every mapped column ([`column_types::check`]) and the `[contract]
 /// columns`; last the type of `[counter] value` ([`column_types::check_value`]), the counter's
 /// values ([`counter_values::check`]: whole numbers within the 64-bit range; the one check
-/// here that reads rows, where the declared type does not settle it) and one counter row per
-/// member. Returns the key columns' collations ([`KeyCollations`], issue 25): the stage's
-/// statements follow them ([`KeyCollations::apply`]), and where they differ the stage reports
+/// here that reads rows, where the declared type does not settle it), one `[members]` row per
+/// member and one counter row per member. Returns the key columns' collations
+/// ([`KeyCollations`], issue 25): the stage's statements follow them
+/// ([`KeyCollations::apply`]), and where they differ the stage reports
 /// [`KeyCollations::notice`] in its summary (a notice, not an error: the statements then
 /// compare keys byte for byte, so the results do not depend on the collations).
 ///
@@ -52,6 +53,7 @@ pub async fn preflight(
     let from = counter_rows_from(mapping, dialect)?;
     column_types::check_value(conn, mapping, dialect, &from).await?;
     counter_values::check(conn, mapping, dialect, &from).await?;
+    check_member_rows(conn, mapping, dialect).await?;
     check_counter_rows(conn, mapping, dialect).await?;
     KeyCollations::read(conn, mapping, dialect).await
 }
@@ -269,6 +271,43 @@ async fn check_counter_rows(
     Err(input_error(format!(
         "[counter]: {members} member(s) have several counter rows in {} (the first: conversation {}, user {}: {rows} rows); keep one per member with `rows = \"…\"` or add `combine = \"sum\"`",
         mapping.counter_table(),
+        text(&row, "conv")?.unwrap_or_default(),
+        text(&row, "usr")?.unwrap_or_default(),
+    )))
+}
+
+/// A member must have one `[members]` row (issue 25, row 4): every stage joins the members
+/// table by (conversation, user), so a second row would make the backfill write the member's
+/// watermark twice in one statement (PostgreSQL refuses it, the others count the member
+/// twice) and the audit check its counter once per copy. Several are bad input, named with
+/// how many members and the first of them by key, as several counter rows are
+/// ([`check_counter_rows`]). One set-based query (`preflight_member_duplicates.sql`).
+///
+/// Errors: exit 2 when a member has several rows; exit 3 when the database fails.
+async fn check_member_rows(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    let Some(members) = &mapping.members else {
+        return Ok(());
+    };
+    let ctx = SqlContext::new(mapping, dialect);
+    let sql = render(
+        "preflight_member_duplicates.sql",
+        &ctx,
+        minijinja::context! { text_type => dialect.text_type() },
+    )?;
+    let Some(row) = sqlx::query(&sql).fetch_optional(&mut *conn).await? else {
+        return Ok(());
+    };
+    let count: i64 = sqlx::Row::try_get(&row, "members")?;
+    let rows: i64 = sqlx::Row::try_get(&row, "n")?;
+    Err(input_error(format!(
+        "{} = {:?}: {count} member(s) have several rows in {} (the first: conversation {}, user {}: {rows} rows); the stages need one row per (conversation, user): map a table or view that keeps one per member (for a membership history, the latest)",
+        mapping.located("members.table"),
+        members.table,
+        members.table,
         text(&row, "conv")?.unwrap_or_default(),
         text(&row, "usr")?.unwrap_or_default(),
     )))

@@ -58,6 +58,19 @@ impl std::fmt::Display for Key {
     }
 }
 
+/// The conversations of a batch that stopped, for its error (issue 25, row 14): ` (conversations
+/// after 150 up to 175)`, ` (conversations up to 25)` for a first batch, ` (conversations after
+/// 150)` when the batch was not found yet, ` (conversations from the start)` when neither is
+/// known. `lo` is exclusive (the last conversation of the batch before), `hi` inclusive.
+pub fn range_words(lo: Option<&Key>, hi: Option<&Key>) -> String {
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => format!(" (conversations after {lo} up to {hi})"),
+        (None, Some(hi)) => format!(" (conversations up to {hi})"),
+        (Some(lo), None) => format!(" (conversations after {lo})"),
+        (None, None) => " (conversations from the start)".to_string(),
+    }
+}
+
 /// Which conversations a run covers beyond its batches: `--conversations FROM..TO` (both
 /// inclusive) and a deterministic `--sample` by conversation key.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -60,6 +60,10 @@ pub struct AuditRun {
     /// [`AuditSummaryRecord`] (a failed audit stores only its error): `status` then leaves the
     /// counts empty instead of failing.
     pub summary: Option<AuditSummaryRecord>,
+    /// For a run recorded as `running`: whether its process still holds the audit's runner
+    /// lock of its mapping (false: it was killed, or its server session ended; the next audit
+    /// of the mapping marks it `abandoned`). False for every other status.
+    pub alive: bool,
 }
 
 impl AuditRun {
@@ -73,6 +77,7 @@ impl AuditRun {
             started_ms: e.started_ms,
             fingerprint: e.fingerprint.clone(),
             summary: AuditSummaryRecord::parse(e.summary.as_deref()).ok(),
+            alive: false,
         }
     }
 }
@@ -151,6 +156,13 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         }
         _ => false,
     };
+    let mut audits: Vec<AuditRun> = audits.iter().map(AuditRun::of).collect();
+    for a in audits.iter_mut().filter(|a| a.status == RunStatus::Running) {
+        // The lock of the mapping the audit ran with: a free lock is a dead run.
+        a.alive = crate::lock::is_held(conn, dialect, &super::audit::lock_name(&a.fingerprint))
+            .await
+            .unwrap_or(true);
+    }
     let missing_contract_columns = schema::missing_contract_columns(conn, mapping, dialect)
         .await?
         .into_iter()
@@ -162,7 +174,7 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         migrations,
         watermarks,
         last_backfill,
-        audits: audits.iter().map(AuditRun::of).collect(),
+        audits,
         changes,
         contract_done,
         gate,

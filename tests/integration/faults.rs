@@ -17,6 +17,14 @@
 //!   while the DDL waits for a lock: the counter column or its verified archive is always
 //!   there, and a rerun drops it.
 //!
+//! - the server session ended while `contract --execute` waits between two archive batches
+//!   (the `archive` pause) and while its DDL waits for a lock: exit 3.
+//!
+//! After a lost server session the message names the stage, the batch and what was kept
+//! (issue 25, row 14): "backfill run #1 stopped in batch 7 (conversations after 150 up to
+//! 175): the batches up to conversation 150 are committed; run `tidemark backfill` again to
+//! continue", and the like for the audit and the contract's archive and DDL.
+//!
 //! The outcomes are tabulated in the session note (`h13_faults.md`).
 
 use std::time::Duration;
@@ -36,6 +44,7 @@ on_every_backend!(multi_thread: backfill_lock_timeout, report_disk_full);
 on_every_backend!(multi_thread: backfill_sigterm, backfill_sigint, audit_sigterm, audit_sigint);
 on_every_backend!(multi_thread: contract_kill9_at_each_step);
 on_every_backend!(servers: contract_kill9_while_ddl_waits);
+on_every_backend!(servers: contract_server_lost_mid_archive, contract_server_lost_while_ddl_waits);
 
 /// The backfill options every run here uses: small batches, no settle time (the generated
 /// messages are recent), no change count (not under test).
@@ -150,6 +159,17 @@ async fn backend_killed_mid_backfill(backend: Backend) {
             "communicating with database",
         ],
     );
+    // Issue 25, row 14: the message names the stage, the batch and what was kept.
+    eprintln!("{}: {}", backend.name(), run.stderr.trim());
+    let lo = checkpoint_lo(&mut admin).await;
+    for said in [
+        "backfill run #1 stopped in batch ".to_string(),
+        format!("(conversations after {lo} up to "),
+        format!("the batches up to conversation {lo} are committed"),
+        "run `tidemark backfill` again to continue".to_string(),
+    ] {
+        assert!(run.stderr.contains(&said), "says {said:?}: {run:?}");
+    }
     // The batches before the kill were committed, the one in flight was not.
     let after = watermarks(&mut admin).await;
     assert_eq!(after, before, "nothing of the killed batch was written");
@@ -257,6 +277,16 @@ async fn backend_killed_mid_audit(backend: Backend) {
     )
     .await;
     run.expect_code(3);
+    // Issue 25, row 14: the stage, the batch and what was kept (nothing).
+    eprintln!("{}: {}", backend.name(), run.stderr.trim());
+    for said in [
+        "audit run #2 stopped in batch ",
+        "(conversations ",
+        "nothing is kept: no report was written and the run is not recorded as passed",
+        "run the audit again",
+    ] {
+        assert!(run.stderr.contains(said), "says {said:?}: {run:?}");
+    }
     assert_eq!(
         faults::files(f.path()),
         ["m.toml"],
@@ -273,6 +303,20 @@ async fn backend_killed_mid_audit(backend: Backend) {
         want
     );
     done(f, vec![admin, holder]).await;
+}
+
+/// The conversation of the checkpoint of the newest backfill run (`lo` of its JSON).
+async fn checkpoint_lo(conn: &mut AnyConnection) -> i64 {
+    let row = sqlx::query(
+        "SELECT checkpoint FROM tidemark_ledger WHERE stage = 'backfill' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    // MariaDB hands a TEXT column over as bytes.
+    let text = tidemark::values::text(&row, 0).unwrap().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["lo"].as_i64().unwrap_or_else(|| panic!("{json}"))
 }
 
 // ---- a statement that hits the lock timeout ----
@@ -669,6 +713,143 @@ async fn contract_kill9_at_each_step(backend: Backend) {
     again.expect_code(0);
     assert!(again.stdout.contains("nothing left to drop"), "{again:?}");
     done(f, vec![conn]).await;
+}
+
+/// The contract's server session is ended while it waits after its first archive batch (the
+/// `archive` pause): the next batch meets the lost connection; exit 3, and the message names
+/// the step, the batch and what was kept (issue 25, row 14): the counter intact, nothing
+/// dropped, the rows archived so far under the run; a rerun drops it with the whole archive.
+async fn contract_server_lost_mid_archive(backend: Backend) {
+    let Some((f, values)) = contract_fixture(backend, "fault_contract_lost").await else {
+        return;
+    };
+    let mut admin = f.connect().await;
+    let mine = vec![session_id(&mut admin, backend).await];
+    let signal_file = f.path().join("paused");
+    let child = f.spawn(
+        &CONTRACT,
+        &[
+            ("TIDEMARK_TEST_PAUSE_AT", "archive"),
+            ("TIDEMARK_TEST_PAUSE_FILE", signal_file.to_str().unwrap()),
+        ],
+    );
+    until!("the contract at the archive", {
+        signal_file.exists().then_some(())
+    });
+    let victim = tidemark_session(&mut admin, backend, &f.db.name, &mine).await;
+    kill_session(&mut admin, backend, victim).await;
+    std::fs::remove_file(&signal_file).unwrap();
+    let run = wait(child, LIMIT);
+    run.expect_code(3);
+    for said in [
+        "archiving column unread_counters.unread_count stopped in batch 2 (conversations after ",
+        "column unread_counters.unread_count is intact and nothing was dropped",
+        "the 1 batch(es) archived so far stay in tidemark_counter_archive under contract run #",
+        "run the same command again",
+    ] {
+        assert!(run.stderr.contains(said), "says {said:?}: {run:?}");
+    }
+    eprintln!("{}: {}", backend.name(), run.stderr.trim());
+    assert!(counter_column_exists(&mut admin, backend).await);
+    assert_eq!(counters(&mut admin).await, values);
+    f.run(&CONTRACT).expect_code(0);
+    assert!(!counter_column_exists(&mut admin, backend).await);
+    done(f, vec![admin]).await;
+}
+
+/// The contract's server session is ended while its DDL waits for a lock a second connection
+/// holds: exit 3; the message names the drop, says that the lost connection leaves unknown
+/// whether the server applied it, and that the verified archive stays (issue 25, row 14);
+/// a rerun finishes.
+async fn contract_server_lost_while_ddl_waits(backend: Backend) {
+    let Some((f, values)) = contract_fixture(backend, "fault_contract_ddl_lost").await else {
+        return;
+    };
+    let mut admin = f.connect().await;
+    let mut holder = f.connect().await;
+    let mine = vec![
+        session_id(&mut admin, backend).await,
+        session_id(&mut holder, backend).await,
+    ];
+    let reader = match backend {
+        Backend::Postgres => "BEGIN",
+        _ => "START TRANSACTION",
+    };
+    exec_all(
+        &mut holder,
+        &[
+            reader.to_string(),
+            "SELECT COUNT(*) FROM unread_counters".to_string(),
+        ],
+    )
+    .await;
+    let mut args = CONTRACT.to_vec();
+    args.extend(["--lock-timeout", "60s"]);
+    let child = f.spawn(&args, &[]);
+    let victim = until!("the DDL waiting for the lock", {
+        if statuses(&mut admin, "contract").await.is_empty() {
+            None
+        } else {
+            waiting_session(&mut admin, backend, &f.db.name, &mine).await
+        }
+    });
+    kill_session(&mut admin, backend, victim).await;
+    let run = wait(child, LIMIT);
+    exec_all(&mut holder, &["ROLLBACK".to_string()]).await;
+    run.expect_code(3);
+    for said in [
+        "dropping column unread_counters.unread_count",
+        "the connection to the database was lost while it ran",
+        "the verified archive of contract run #",
+        "run the same command again",
+    ] {
+        assert!(run.stderr.contains(said), "says {said:?}: {run:?}");
+    }
+    eprintln!("{}: {}", backend.name(), run.stderr.trim());
+    let id = faults::ledger(&mut admin)
+        .await
+        .iter()
+        .rev()
+        .find(|(_, s, _)| s == "contract")
+        .unwrap()
+        .0;
+    assert_eq!(
+        archived(&mut admin, id).await,
+        values,
+        "the verified archive"
+    );
+    f.run(&CONTRACT).expect_code(0);
+    assert!(!counter_column_exists(&mut admin, backend).await);
+    done(f, vec![admin, holder]).await;
+}
+
+/// tidemark's server session on database `db` (not one of `mine`), found by its
+/// `application_name` on PostgreSQL, as the one other connection on MariaDB/MySQL.
+async fn tidemark_session(
+    admin: &mut AnyConnection,
+    backend: Backend,
+    db: &str,
+    mine: &[i64],
+) -> i64 {
+    let not_mine = mine
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = match backend {
+        Backend::Postgres => format!(
+            "SELECT CAST(pid AS BIGINT) FROM pg_stat_activity WHERE datname = '{db}' \
+             AND pid NOT IN ({not_mine}) AND application_name = 'tidemark' LIMIT 1"
+        ),
+        _ => format!(
+            "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
+             WHERE DB = '{db}' AND ID NOT IN ({not_mine}) LIMIT 1"
+        ),
+    };
+    sqlx::query_scalar(&sql)
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap()
 }
 
 /// kill -9 while the DDL waits for a lock a second connection holds on the counter table

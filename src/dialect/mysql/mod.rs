@@ -200,6 +200,12 @@ impl Sessions for Mysql {
         &["lock wait timeout", "deadlock"]
     }
 
+    fn session_ended_codes(&self) -> &'static [&'static str] {
+        // The SQLSTATE of ER_CONNECTION_KILLED / ER_QUERY_INTERRUPTED (KILL), and of a
+        // network error the server reports.
+        &["70100", "08S01"]
+    }
+
     fn transactional_ddl(&self) -> bool {
         false
     }

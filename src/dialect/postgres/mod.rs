@@ -165,6 +165,11 @@ impl Sessions for Postgres {
         &["deadlock", "lock timeout"]
     }
 
+    fn session_ended_codes(&self) -> &'static [&'static str] {
+        // admin_shutdown (pg_terminate_backend), crash_shutdown, cannot_connect_now.
+        &["57P01", "57P02", "57P03"]
+    }
+
     fn transactional_ddl(&self) -> bool {
         true
     }

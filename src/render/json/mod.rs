@@ -107,8 +107,12 @@ pub struct RunJson {
 pub struct AuditRunJson {
     /// Ledger id.
     pub id: i64,
-    /// Ledger status (`done`, `running`, `incomplete`, `failed`).
+    /// Ledger status (`done`, `running`, `incomplete`, `failed`, `scoped`, `abandoned`).
     pub status: String,
+    /// Whether a `running` audit's process still holds the audit's runner lock of its mapping
+    /// (false: it was killed, or its server session ended; the next audit of the mapping marks
+    /// it `abandoned`); false for every other status.
+    pub alive: bool,
     /// Whether it passed; null when it has no verdict.
     pub passed: Option<bool>,
     /// Start, RFC 3339 UTC.
@@ -152,6 +156,7 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
         .map(|a| AuditRunJson {
             id: a.id,
             status: a.status.to_string(),
+            alive: a.alive,
             passed: a.passed,
             started_at: rfc3339(a.started_ms),
             rows_checked: a.summary.as_ref().map(|r| r.rows_checked),

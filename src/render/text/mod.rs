@@ -168,6 +168,21 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
             writeln!(w, "  {:<22} {:>8}  {examples}", class.as_str(), n)?;
         }
     }
+    if let Some(b) = s.backfill_unfinished() {
+        let state = match b.id {
+            None => "no backfill of this mapping has run".to_string(),
+            Some(_) => format!("the last backfill of this mapping {}", b.describe()),
+        };
+        let next = match &b.command {
+            Some(command) => format!("run `{command}`, then audit again"),
+            None => "audit again once it is done".to_string(),
+        };
+        writeln!(
+            w,
+            "  warning: {} members have no watermark: {state}; the drift above includes theirs: {next} (the contract gate does not count this audit)",
+            s.members_without_watermark
+        )?;
+    }
     if !s.scope.is_empty() {
         writeln!(w, "  scope: {}", s.scope.join("; "))?;
     }

@@ -63,6 +63,7 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
         let result = match (a.status, a.passed) {
             (RunStatus::Done, Some(true)) => "pass",
             (RunStatus::Done, Some(false)) => "fail",
+            (RunStatus::Running, _) if !a.alive => "gone",
             (other, _) => other.as_str(),
         };
         let checked = a.summary.as_ref().map(|r| r.rows_checked);
@@ -85,6 +86,17 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
             } else {
                 "no"
             }
+        )?;
+    }
+    for a in s
+        .audits
+        .iter()
+        .filter(|a| a.status == RunStatus::Running && !a.alive)
+    {
+        writeln!(
+            w,
+            "  audit run #{} is recorded as running, but its process is gone (killed, or its server session ended): the next audit of its mapping marks it abandoned",
+            a.id
         )?;
     }
     if trend.len() > 1 {

@@ -14,13 +14,20 @@ use super::types::{AuditSummary, BatchRun};
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::ledger::{self, DriftRow};
+use crate::lock::RunnerLock;
 use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
 use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
 
+/// How often the runner lock's heartbeat is refreshed (a lock row whose heartbeat is a minute
+/// old is taken to be a dead runner's): at most once in this time, as the backfill does.
+const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
-/// the run stopped early (the rows so far are kept in the partial report beside it).
+/// the run stopped early (the rows so far are kept in the partial report beside it). The
+/// runner lock's heartbeat (`lock`, a lock row on SQLite and Galera) is refreshed at most every
+/// [`HEARTBEAT_EVERY`] between batches.
 ///
 /// Errors: database or I/O failure (the report is abandoned: nothing under the final name).
 pub(super) async fn audit_batches(
@@ -28,6 +35,7 @@ pub(super) async fn audit_batches(
     run: &BatchRun<'_>,
     mut lo: Option<Key>,
     summary: &mut AuditSummary,
+    lock: Option<&RunnerLock>,
 ) -> Result<Option<String>> {
     let BatchRun {
         ctx,
@@ -50,11 +58,20 @@ pub(super) async fn audit_batches(
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
     };
-    let total = rows_in_scope(conn, run).await?;
+    let total = match rows_in_scope(conn, run).await {
+        Ok(total) => total,
+        Err(e) => {
+            report.abandon();
+            return Err(stopped_in_batch(e, summary, lo.as_ref(), None));
+        }
+    };
     let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
     progress.advance(summary.rows_checked);
     let mut stopped = false;
     let mut stopped_by = None;
+    let mut last_heartbeat = Instant::now();
+    // The last conversation of the batch in flight, for the error of a failed batch.
+    let mut hi: Option<Key> = None;
     let result: Result<()> = async {
         while let Some(mut batch) = next_batch(
             conn,
@@ -67,6 +84,7 @@ pub(super) async fn audit_batches(
         )
         .await?
         {
+            hi = Some(batch.hi.clone());
             let (checked, drifting) =
                 audit_batch(conn, run, &mut batch, summary, &mut report).await?;
             summary.rows_checked += checked.max(0) as u64;
@@ -80,6 +98,12 @@ pub(super) async fn audit_batches(
             // counted them).
             progress.advance(batch.rows.max(checked.max(0) as u64));
             lo = Some(batch.hi);
+            hi = None;
+            if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
+                // Best effort: a missed heartbeat only matters after a minute of them.
+                let _ = lock.heartbeat(conn).await;
+                last_heartbeat = Instant::now();
+            }
             let stop_asked = opts
                 .stop
                 .as_ref()
@@ -103,7 +127,7 @@ pub(super) async fn audit_batches(
     progress.finish();
     if let Err(e) = result {
         report.abandon();
-        return Err(e);
+        return Err(stopped_in_batch(e, summary, lo.as_ref(), hi.as_ref()));
     }
     if stopped {
         // Keep what this part covered for the next one; the final name stays untouched.
@@ -119,6 +143,31 @@ pub(super) async fn audit_batches(
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))
+}
+
+/// The error of an audit that stops in its next batch (the conversations after `lo` up to
+/// `hi`) on a database or I/O failure, with what is kept (issue 25, row 14): nothing (the
+/// report is abandoned, and the run never records a verdict), so the audit runs again.
+fn stopped_in_batch(
+    e: anyhow::Error,
+    summary: &AuditSummary,
+    lo: Option<&Key>,
+    hi: Option<&Key>,
+) -> anyhow::Error {
+    let run = match summary.ledger_id {
+        Some(id) => format!("audit run #{id}"),
+        None => "audit".to_string(),
+    };
+    let range = crate::stages::batch::range_words(lo, hi);
+    let recorded = if summary.ledger_id.is_some() {
+        " and the run is not recorded as passed"
+    } else {
+        ""
+    };
+    e.context(format!(
+        "{run} stopped in batch {}{range}: nothing is kept: no report was written{recorded}; run the audit again",
+        summary.batches + 1
+    ))
 }
 
 /// The rows the audit's scope holds (counter rows, or messages), for the progress display.
@@ -164,6 +213,17 @@ async fn audit_batch(
             .fetch_one(&mut *conn)
             .await?
             .try_get("n")?;
+        let unwatermarked_sql = render(
+            "audit_unwatermarked.sql",
+            ctx,
+            minijinja::context! { range => batch.params(ctx.dialect, 1) },
+        )?;
+        let unwatermarked: i64 = batch
+            .bind(sqlx::query(&unwatermarked_sql))
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get("n")?;
+        summary.members_without_watermark += unwatermarked.max(0) as u64;
         // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
         // The rows are streamed into the report as they arrive, never collected: a
         // batch is whole conversations, and one channel can hold any number of
@@ -250,6 +310,14 @@ pub fn statements_in(
                 "audit_count.sql",
                 ctx,
                 minijinja::context! { range => range },
+            )?,
+        ),
+        (
+            "the members without a watermark, same snapshot",
+            render(
+                "audit_unwatermarked.sql",
+                ctx,
+                minijinja::context! { range => range.clone() },
             )?,
         ),
         (

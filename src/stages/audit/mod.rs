@@ -5,10 +5,11 @@
 //! returns only the drifting rows; rows stream into the report, so memory does not grow with the
 //! table. The summary goes into the ledger with the report's SHA-256.
 //!
-//! Split by job: this file holds [`run`] (checks, ledger, resume); [`types`] the options and
-//! the summary; [`batches`] the batch loop and the statements it runs; [`rows`] the decoding and
-//! classification of one drifting row; [`summary`] the tolerances, the empty-scope error and
-//! the metrics file; [`min_age`] the `--min-age` filter.
+//! Split by job: this file holds [`run`] (checks, runner lock, ledger, resume); [`types`] the
+//! options and the summary; [`batches`] the batch loop and the statements it runs; [`rows`]
+//! the decoding and classification of one drifting row; [`summary`] the tolerances, the
+//! empty-scope error and the metrics file; [`min_age`] the `--min-age` filter;
+//! [`backfill_state`] where the mapping's backfill stands when the audit starts.
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
@@ -18,11 +19,13 @@ use crate::db::catalog::table_exists;
 use crate::dialect::{Dialect, SqlContext};
 use crate::error::input_error;
 use crate::ledger::{self, records::AuditOptionsRecord, RunStatus, Stage};
+use crate::lock::RunnerLock;
 use crate::mapping::Mapping;
 use crate::schema;
 use crate::stages::Key;
 use crate::tables::LEDGER_TABLE;
 
+mod backfill_state;
 mod batches;
 mod min_age;
 mod rows;
@@ -40,10 +43,18 @@ pub use types::{AuditOptions, AuditOutcome, AuditSummary, BatchRun, Example};
 
 /// Runs the audit and writes the report.
 ///
+/// With the ledger, the run holds the audit's runner lock of this mapping ([`lock_name`]) from
+/// before its ledger row is chosen to its end, as the backfill does: once it holds it, every
+/// older audit of the mapping still recorded as `running` (its process killed, or its server
+/// session ended, before it could record its end) is marked `abandoned`, and `status` tells a
+/// `running` audit whose lock is free as gone. A second audit of the same mapping meanwhile
+/// exits 3 naming the first.
+///
 /// Errors: exit 2 when the options do not go together, the mapping does not match the
 /// database, the watermark table is missing (run `expand`), or `--resume` finds no incomplete
-/// run with the same options; exit 3 on database or I/O failure (no report appears under the
-/// final name, and the ledger records the run as failed).
+/// run with the same options; exit 3 when another audit of the mapping runs, or on database or
+/// I/O failure (no report appears under the final name, and the ledger records the run as
+/// failed).
 pub async fn run(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -53,6 +64,67 @@ pub async fn run(
     let started = Instant::now();
     check_options(opts)?;
     let collations = prepare(conn, mapping, dialect, opts).await?;
+    let lock = take_lock(conn, mapping, dialect, opts).await?;
+    let result = run_locked(
+        conn,
+        mapping,
+        dialect,
+        &collations,
+        opts,
+        lock.as_ref(),
+        started,
+    )
+    .await;
+    if let Some(lock) = lock {
+        // Best effort: a server lock goes with the session, a lock row is taken over.
+        let _ = lock.release(conn).await;
+    }
+    result
+}
+
+/// The runner lock of audits of the mapping with this fingerprint (SHA-256 hex): one audit
+/// recorded in the ledger at a time per mapping; `status` asks it whether a `running` audit
+/// is alive.
+pub fn lock_name(fingerprint: &str) -> String {
+    crate::lock::runner_name(Stage::Audit, fingerprint)
+}
+
+/// With the ledger: its table, the audit's privileges, then the runner lock ([`lock_name`]).
+/// None with `--no-ledger` (nothing is recorded, nothing to tell alive).
+///
+/// Errors: exit 2 without a ledger table; exit 3 for a missing privilege, another audit of
+/// the mapping holding the lock, or a database failure.
+async fn take_lock(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    opts: &AuditOptions,
+) -> Result<Option<RunnerLock>> {
+    if !opts.ledger {
+        return Ok(None);
+    }
+    if !table_exists(conn, dialect, LEDGER_TABLE).await? {
+        return Err(input_error(
+            "the ledger table tidemark_ledger does not exist: run `tidemark expand`, or audit with --no-ledger",
+        ));
+    }
+    crate::db::privileges::for_audit(conn, dialect, opts.store_rows).await?;
+    let name = lock_name(&mapping.fingerprint);
+    Ok(Some(RunnerLock::acquire(conn, dialect, &name).await?))
+}
+
+/// The audit under its lock (`lock`: None with `--no-ledger`): the ledger row, the batches,
+/// the verdict and its records; a run that fails after its ledger row is chosen is recorded
+/// as failed.
+async fn run_locked(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    collations: &schema::KeyCollations,
+    opts: &AuditOptions,
+    lock: Option<&RunnerLock>,
+    started: Instant,
+) -> Result<AuditOutcome> {
     let ctx = collations.apply(SqlContext::new(mapping, dialect), mapping);
     let (user, conv) = schema::watermark_key_types(conn, mapping, &ctx).await?;
     let options = options_record(opts);
@@ -73,64 +145,66 @@ pub async fn run(
     summary.notices = collations.notices();
     let previous_ms = summary.duration_ms;
     let mut opts = opts.clone();
-    if let Some(age) = opts.min_age {
-        let (filter, left_out) = quiescence(conn, mapping, &ctx, &opts.scope, age).await?;
-        opts.scope.min_age = Some(filter);
-        summary.left_out_recent = left_out;
-        if !summary.scope.iter().any(|s| s.starts_with("min-age")) {
-            summary
-                .scope
-                .push(format!("min-age {}", humantime::format_duration(age)));
+    let result = async {
+        if let Some(id) = ledger_id {
+            ledger::abandon_stale(conn, dialect, Stage::Audit, &mapping.fingerprint, id).await?;
         }
-    }
-    let opts = &opts;
-    let batch_run = BatchRun {
-        ctx: &ctx,
-        shape: mapping.counter.shape,
-        opts,
-        user_kind: user.kind,
-        conv_kind: conv.kind,
-    };
-    let result = audit_batches(conn, &batch_run, lo, &mut summary).await;
-    summary.duration_ms = previous_ms + started.elapsed().as_millis() as u64;
-    // An audit that checked no row proves nothing (interface.md): exit 2 unless --allow-empty.
-    let result = result.and_then(|sha| {
+        let found = backfill_state::read(conn, mapping, dialect, ledger_id.is_some()).await?;
+        summary.backfill = backfill_state::merge(summary.backfill.take(), found);
+        if let Some(age) = opts.min_age {
+            let (filter, left_out) = quiescence(conn, mapping, &ctx, &opts.scope, age).await?;
+            opts.scope.min_age = Some(filter);
+            summary.left_out_recent = left_out;
+            if !summary.scope.iter().any(|s| s.starts_with("min-age")) {
+                summary
+                    .scope
+                    .push(format!("min-age {}", humantime::format_duration(age)));
+            }
+        }
+        let batch_run = BatchRun {
+            ctx: &ctx,
+            shape: mapping.counter.shape,
+            opts: &opts,
+            user_kind: user.kind,
+            conv_kind: conv.kind,
+        };
+        let sha = audit_batches(conn, &batch_run, lo, &mut summary, lock).await;
+        summary.duration_ms = previous_ms + started.elapsed().as_millis() as u64;
+        let sha = sha?;
+        // An audit that checked no row proves nothing (interface.md): exit 2 unless
+        // --allow-empty.
         if summary.complete && summary.rows_checked == 0 && !opts.allow_empty {
-            Err(empty_scope(mapping, &summary.scope))
-        } else {
-            Ok(sha)
+            return Err(empty_scope(mapping, &summary.scope));
         }
-    });
-    match result {
-        Ok(sha) => {
-            summary.report_sha256 = sha.unwrap_or_default();
-            summary.crossed = crossed(&summary, opts);
-            summary.passed = summary.crossed.is_empty();
-            if let Some(id) = ledger_id {
-                record(conn, dialect, id, &summary).await?;
-            }
-            if let Some(path) = &opts.metrics_file {
-                write_metrics(path, &summary, &mapping.fingerprint)?;
-            }
-            Ok(AuditOutcome { summary })
+        summary.report_sha256 = sha.unwrap_or_default();
+        summary.crossed = crossed(&summary, &opts);
+        summary.passed = summary.crossed.is_empty();
+        if let Some(id) = ledger_id {
+            record(conn, dialect, id, &summary).await?;
         }
-        Err(e) => {
-            if let Some(id) = ledger_id {
-                let _ = ledger::finish(
-                    conn,
-                    dialect,
-                    id,
-                    RunStatus::Failed,
-                    &serde_json::json!({ "error": crate::error::masked(&e.to_string()) }),
-                    None,
-                    None,
-                    None,
-                )
-                .await;
-            }
-            Err(e)
-        }
+        Ok(())
     }
+    .await;
+    if let Err(e) = result {
+        if let Some(id) = ledger_id {
+            let _ = ledger::finish(
+                conn,
+                dialect,
+                id,
+                RunStatus::Failed,
+                &serde_json::json!({ "error": crate::error::masked(&e.to_string()) }),
+                None,
+                None,
+                None,
+            )
+            .await;
+        }
+        return Err(e);
+    }
+    if let Some(path) = &opts.metrics_file {
+        write_metrics(path, &summary, &mapping.fingerprint)?;
+    }
+    Ok(AuditOutcome { summary })
 }
 
 /// The options that do not go together, and destinations that cannot be written.
@@ -205,10 +279,9 @@ fn options_record(opts: &AuditOptions) -> AuditOptionsRecord {
 
 /// The run's ledger row and where it starts: a new run, or with `--resume` the incomplete one
 /// (its summary so far replaces `summary`, its checkpoint is the start); None and the start
-/// with `--no-ledger`.
+/// with `--no-ledger`. Call it under the runner lock ([`take_lock`]).
 ///
-/// Errors: exit 2 without a ledger table, or when `--resume` finds nothing to resume; exit 3
-/// for a missing privilege or a database failure.
+/// Errors: exit 2 when `--resume` finds nothing to resume; exit 3 for a database failure.
 async fn open_run(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -220,12 +293,6 @@ async fn open_run(
     if !opts.ledger {
         return Ok((None, None));
     }
-    if !table_exists(conn, dialect, LEDGER_TABLE).await? {
-        return Err(input_error(
-            "the ledger table tidemark_ledger does not exist: run `tidemark expand`, or audit with --no-ledger",
-        ));
-    }
-    crate::db::privileges::for_audit(conn, dialect, opts.store_rows).await?;
     if !opts.resume {
         let options = serde_json::to_value(options)?;
         let id = ledger::start(conn, dialect, Stage::Audit, &mapping.fingerprint, &options).await?;

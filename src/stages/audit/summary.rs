@@ -75,6 +75,20 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
         u8::from(s.complete).to_string(),
     );
     gauge(
+        "tidemark_audit_members_without_watermark",
+        "Members audited with no watermark.",
+        "",
+        s.members_without_watermark.to_string(),
+    );
+    if let Some(b) = &s.backfill {
+        gauge(
+            "tidemark_audit_backfill_finished",
+            "1 when the mapping's newest backfill had finished as the audit started (0: the gate does not count the audit).",
+            "",
+            u8::from(b.finished).to_string(),
+        );
+    }
+    gauge(
         "tidemark_audit_timestamp_seconds",
         "When the audit finished (Unix time).",
         "",

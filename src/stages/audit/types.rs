@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::dialect::SqlContext;
-use crate::ledger::records::Checked;
+use crate::ledger::records::{BackfillState, Checked};
 use crate::mapping::Shape;
 use crate::progress::Reporter;
 use crate::schema::KeyKind;
@@ -167,6 +167,24 @@ pub struct AuditSummary {
     /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Members with no watermark (issue 25, row 10): per member, the rows checked whose
+    /// (conversation, user) has no row in the watermark table; per message, the active members
+    /// of the conversations audited with none. Counted in each batch's snapshot. After a
+    /// finished backfill, the members it found no evidence for.
+    pub members_without_watermark: u64,
+    /// The newest backfill of this mapping as the audit found it at its start (issue 25,
+    /// row 10); None when the ledger cannot tell (no ledger table, or `--no-ledger` without
+    /// the right to read it). When it did not finish, the drift includes the members it has
+    /// not reached, the summary says so, and the gate does not count the audit.
+    pub backfill: Option<BackfillState>,
+}
+
+impl AuditSummary {
+    /// The backfill this audit found unfinished (never run, failed, stopped, still running),
+    /// if it did: then its drift is not the counters' own, and the gate does not count it.
+    pub fn backfill_unfinished(&self) -> Option<&BackfillState> {
+        self.backfill.as_ref().filter(|b| !b.finished)
+    }
 }
 
 /// The outcome of [`run`].

@@ -205,9 +205,9 @@ pub async fn run(
     result
 }
 
-/// The runner lock of backfills of this mapping.
+/// The runner lock of backfills of this mapping ([`lock::runner_name`]).
 pub fn lock_name(mapping: &Mapping) -> String {
-    format!("tidemark:backfill:{}", &mapping.fingerprint[..16])
+    lock::runner_name(Stage::Backfill, &mapping.fingerprint)
 }
 
 /// Finds an unfinished run of this mapping to continue, or records a new one.
@@ -313,39 +313,39 @@ async fn run_batches(
     let mut paused = Duration::ZERO;
     let members_at_start = summary.members;
     let mut last_heartbeat = Instant::now();
+    // The batch in flight (its last conversation) and why it stopped, for the error.
+    let (mut hi, mut why): (Option<Key>, String) = (None, String::new());
     let result: Result<()> = async {
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
                 summary.interrupted = true;
                 break;
             }
-            if let Some(path) = &opts.pause_file {
-                let pause_started = Instant::now();
-                while path.exists() {
-                    progress.message(&format!("paused: {} exists", path.display()));
-                    if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                paused += pause_started.elapsed();
-                progress.message("");
-            }
-            let Some(batch) = next_batch(conn, ctx, BatchUnit::Subjects, conv_kind, lo.clone(), size, &Scope::default()).await? else {
+            paused += wait_while_paused(opts, &mut progress).await;
+            let found = next_batch(
+                conn,
+                ctx,
+                BatchUnit::Subjects,
+                conv_kind,
+                lo.clone(),
+                size,
+                &Scope::default(),
+            )
+            .await?;
+            let Some(batch) = found else {
                 break;
             };
+            hi = Some(batch.hi.clone());
             let t0 = Instant::now();
-            let mut backoff = ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(10))
-                .with_max_times(opts.retries)
-                .with_jitter()
-                .build();
+            let mut backoff = lock_wait_backoff(opts.retries);
             let mut next = loop {
                 let mut attempt = summary.clone();
                 let hi = batch.hi.clone();
                 let checkpoint = move |s: &BackfillSummary| {
-                    Ok(serde_json::to_value(&Checkpoint { lo: Some(hi.clone()), summary: s.clone() })?)
+                    Ok(serde_json::to_value(&Checkpoint {
+                        lo: Some(hi.clone()),
+                        summary: s.clone(),
+                    })?)
                 };
                 let step = run_batch(
                     conn,
@@ -366,16 +366,19 @@ async fn run_batches(
                     Err(e) if lock::is_lock_wait(&e) => match backoff.next() {
                         Some(delay) => {
                             summary.retried_batches += 1;
-                            progress.message(&format!("lock wait, retrying in {} ms", delay.as_millis()));
+                            progress.message(&format!(
+                                "lock wait, retrying in {} ms",
+                                delay.as_millis()
+                            ));
                             tokio::time::sleep(delay).await;
                             paused += delay;
                         }
                         None => {
-                            return Err(e.context(format!(
-                                "batch after {} still hit lock waits after {} retries; finished batches are kept, run again to continue",
-                                lo.as_ref().map(|k| k.to_string()).unwrap_or_else(|| "the start".into()),
+                            why = format!(
+                                ", still meeting lock waits after {} retries",
                                 opts.retries
-                            )))
+                            );
+                            return Err(e);
                         }
                     },
                     Err(e) => return Err(e),
@@ -386,6 +389,7 @@ async fn run_batches(
             progress.message("");
             progress.advance(batch.rows);
             lo = Some(batch.hi.clone());
+            hi = None;
             if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
                 // Best effort: a missed heartbeat only matters after a minute of them.
                 let _ = lock.heartbeat(conn).await;
@@ -418,7 +422,73 @@ async fn run_batches(
     }
     .await;
     progress.finish();
-    result.map(|()| summary)
+    let batch = summary.batches + 1;
+    result.map_err(|e| stopped(e, ledger_id, batch, lo.as_ref(), hi.as_ref(), &why))?;
+    Ok(summary)
+}
+
+/// The error of a backfill that stops in batch `batch` (1-based, over all parts of the run)
+/// of the conversations after `lo` up to `hi`, with what is kept (issue 25, row 14): the
+/// batches before it are committed with their checkpoint, so the same command continues
+/// (`ledger_id` None: a dry run, which writes nothing). `why` follows the batch
+/// (`, still meeting lock waits after 5 retries`); the database's error stays the cause.
+fn stopped(
+    e: anyhow::Error,
+    ledger_id: Option<i64>,
+    batch: u64,
+    lo: Option<&Key>,
+    hi: Option<&Key>,
+    why: &str,
+) -> anyhow::Error {
+    let run = match ledger_id {
+        Some(id) => format!("backfill run #{id}"),
+        None => "backfill --dry-run".to_string(),
+    };
+    let range = crate::stages::batch::range_words(lo, hi);
+    let kept = match (ledger_id, lo) {
+        (None, _) => "a dry run writes nothing".to_string(),
+        (Some(_), Some(lo)) => format!(
+            "the batches up to conversation {lo} are committed; run `tidemark backfill` again to continue"
+        ),
+        (Some(_), None) => {
+            "no batch of this run is committed yet; run `tidemark backfill` again".to_string()
+        }
+    };
+    e.context(format!(
+        "{run} stopped in batch {batch}{range}{why}: {kept}"
+    ))
+}
+
+/// The pauses before each retry of a batch that lost a lock wait: exponential from 200 ms to
+/// 10 s with jitter, `retries` of them.
+fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(retries)
+        .with_jitter()
+        .build()
+}
+
+/// Waits while `--pause-file` exists (or until a stop is asked), saying so on the progress
+/// line; returns the time waited (not active time: see `--max-rows-per-second`).
+async fn wait_while_paused(
+    opts: &BackfillOptions,
+    progress: &mut crate::progress::Progress,
+) -> Duration {
+    let Some(path) = &opts.pause_file else {
+        return Duration::ZERO;
+    };
+    let pause_started = Instant::now();
+    while path.exists() {
+        progress.message(&format!("paused: {} exists", path.display()));
+        if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    progress.message("");
+    pause_started.elapsed()
 }
 
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {

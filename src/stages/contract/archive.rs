@@ -62,17 +62,23 @@ pub async fn archive_rows(
 ) -> Result<()> {
     let d = ctx.dialect;
     let mut lo: Option<Key> = None;
-    while let Some(batch) = next_batch(
-        conn,
-        ctx,
-        keys.unit,
-        keys.conv_kind,
-        lo.clone(),
-        batch_size,
-        &Scope::default(),
-    )
-    .await?
-    {
+    let mut done = 0u64;
+    loop {
+        let found = next_batch(
+            conn,
+            ctx,
+            keys.unit,
+            keys.conv_kind,
+            lo.clone(),
+            batch_size,
+            &Scope::default(),
+        )
+        .await;
+        let batch = match found {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(stopped(e, target, contract_id, done, lo.as_ref(), None)),
+        };
         let sql = render(
             "contract_archive.sql",
             ctx,
@@ -84,25 +90,51 @@ pub async fn archive_rows(
                 subject_col => keys.subject_col,
             },
         )?;
-        begin_write(conn, d).await?;
-        let q = sqlx::query(&sql)
-            .bind(contract_id)
-            .bind(audit_id)
-            .bind(target.table.clone())
-            .bind(target.column.clone())
-            .bind(now_ms());
-        match batch.bind(q).execute(&mut *conn).await {
-            Ok(_) => commit(conn).await?,
-            Err(e) => {
-                rollback(conn).await;
-                return Err(anyhow::Error::from(e)
-                    .context(format!("archiving the values of {}", target.describe())));
+        let written = async {
+            begin_write(conn, d).await?;
+            let q = sqlx::query(&sql)
+                .bind(contract_id)
+                .bind(audit_id)
+                .bind(target.table.clone())
+                .bind(target.column.clone())
+                .bind(now_ms());
+            match batch.bind(q).execute(&mut *conn).await {
+                Ok(_) => commit(conn).await,
+                Err(e) => {
+                    rollback(conn).await;
+                    Err(e.into())
+                }
             }
         }
+        .await;
+        if let Err(e) = written {
+            let hi = Some(&batch.hi);
+            return Err(stopped(e, target, contract_id, done, lo.as_ref(), hi));
+        }
+        done += 1;
         lo = Some(batch.hi);
         super::test_pause::pause_at("archive").await;
     }
-    Ok(())
+}
+
+/// The error of an archive that stops in its batch `done + 1` (the conversations after `lo`
+/// up to `hi`), with what is kept (issue 25, row 14): the target is untouched (nothing is
+/// dropped before its archive verifies), and the batches archived so far stay under the run
+/// (a new run archives anew under its own id).
+fn stopped(
+    e: anyhow::Error,
+    target: &Target,
+    contract_id: i64,
+    done: u64,
+    lo: Option<&Key>,
+    hi: Option<&Key>,
+) -> anyhow::Error {
+    let range = crate::stages::batch::range_words(lo, hi);
+    let what = target.describe();
+    e.context(format!(
+        "archiving {what} stopped in batch {}{range}: {what} is intact and nothing was dropped; the {done} batch(es) archived so far stay in {ARCHIVE_TABLE} under contract run #{contract_id}; run the same command again",
+        done + 1
+    ))
 }
 
 /// The checksum of a target's column (`side` "source", `contract_id` None) or of its rows in

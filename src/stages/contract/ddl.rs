@@ -11,12 +11,15 @@ use super::options::ContractOptions;
 use super::target::{Keys, Target};
 use crate::dialect::{DropPlan, DropStep, SqlContext};
 use crate::gate::db_message;
+use crate::tables::ARCHIVE_TABLE;
 
 /// Runs `plan` for `target`, again after a lock wait (at most `--lock-retries` more times, with
 /// a growing pause); returns the statements that ran, as printed.
 ///
 /// Errors (exit 3): the drop failed (the attempt is undone: ROLLBACK or UNLOCK TABLES), or
-/// the column changed after it was archived; the column and the archive are intact.
+/// the column changed after it was archived; the column and the archive are intact. When the
+/// session with the server was lost while the drop ran, the message says that whether the
+/// server applied it is not known, and that the archive stays.
 #[allow(clippy::too_many_arguments)] // one call site, in execute.rs: the target, its plan and the run
 pub async fn drop_with_retries(
     conn: &mut AnyConnection,
@@ -38,9 +41,15 @@ pub async fn drop_with_retries(
             }
             Err(e) => {
                 let tries = attempt + 1;
+                let what = target.describe();
+                // Issue 25, row 14: a lost session leaves the statement's fate unknown.
+                if crate::dialect::Dialect::error_is_connection_lost(&e) {
+                    return Err(e.context(format!(
+                        "dropping {what} ({tries} attempt(s)): the connection to the database was lost while it ran, so whether the server applied it is not known; the verified archive of contract run #{contract_id} stays in {ARCHIVE_TABLE}; run the same command again (it names a target already gone as dropped by this run)"
+                    )));
+                }
                 return Err(e.context(format!(
-                    "dropping {} ({tries} attempt(s)); it and the archive of contract run #{contract_id} are intact",
-                    target.describe()
+                    "dropping {what} ({tries} attempt(s)); it and the archive of contract run #{contract_id} are intact"
                 )));
             }
         }

@@ -22,12 +22,6 @@ use crate::lock::RunnerLock;
 use crate::mapping::Mapping;
 use crate::tables::ARCHIVE_TABLE;
 
-/// The runner lock's name of a contract on this mapping (the engine adds the database where
-/// its named locks are server-wide: [`crate::dialect::RunnerLocks::runner_lock_name`]).
-fn runner_lock_name(fingerprint: &str) -> String {
-    format!("tidemark:contract:{}", &fingerprint[..16])
-}
-
 /// What one `--execute` run works on.
 pub struct Run<'a> {
     /// The mapping.
@@ -62,8 +56,12 @@ pub async fn execute_locked(
         .map(|p| (p.target.table.as_str(), p.target.drop_table))
         .collect();
     crate::db::privileges::for_contract(conn, dialect, &ddl_targets, opts.lock_timeout).await?;
-    let runner =
-        RunnerLock::acquire(conn, dialect, &runner_lock_name(&mapping.fingerprint)).await?;
+    let runner = RunnerLock::acquire(
+        conn,
+        dialect,
+        &crate::lock::runner_name(Stage::Contract, &mapping.fingerprint),
+    )
+    .await?;
     let options = serde_json::to_value(options_record(opts))?;
     let result = async {
         let id = ledger::start(conn, dialect, Stage::Contract, &mapping.fingerprint, &options)

@@ -15,8 +15,9 @@ use crate::stages::audit;
 use crate::tables::LEDGER_TABLE;
 
 /// The final audit, inside the gate (step 1 of `--execute`), with the tolerance of the newest
-/// clean audit. Returns the audit's ledger id (`Some`), or `None` when it failed and no
-/// `--force` bypasses it (the verdict and the outcome then say so).
+/// clean audit. Returns the audit's ledger id (`Some`), or `None` when it failed, or found the
+/// mapping's backfill unfinished (issue 25, row 10), and no `--force` bypasses it (the verdict
+/// and the outcome then say so).
 ///
 /// Errors: the audit itself fails (exit 2 or 3, as the audit's).
 pub async fn final_audit(
@@ -65,7 +66,7 @@ pub async fn final_audit(
     };
     let audited = audit::run(conn, mapping, dialect, &audit_opts)
         .await
-        .context("the final audit")?;
+        .context("the final audit (nothing was archived or dropped)")?;
     let s = &audited.summary;
     outcome.final_audit = Some(FinalAudit {
         id: s.ledger_id,
@@ -77,11 +78,22 @@ pub async fn final_audit(
         report: s.report.clone(),
         report_sha256: s.report_sha256.clone(),
     });
-    if !s.passed {
-        verdict.reasons.push(Reason::FinalAuditFailed {
-            id: s.ledger_id,
-            crossed: s.crossed.clone(),
-        });
+    let unfinished = s.backfill_unfinished();
+    if !s.passed || unfinished.is_some() {
+        // Issue 25, row 10: an audit against an unfinished backfill never counts.
+        if let Some(b) = unfinished {
+            verdict.reasons.push(Reason::BackfillUnfinished {
+                id: s.ledger_id,
+                backfill: b.id,
+                state: b.describe(),
+            });
+        }
+        if !s.passed {
+            verdict.reasons.push(Reason::FinalAuditFailed {
+                id: s.ledger_id,
+                crossed: s.crossed.clone(),
+            });
+        }
         verdict.open = false;
         outcome.verdict = Some(verdict.clone());
         if !opts.force {
