@@ -1,6 +1,6 @@
 //! `tidemark sql app`: the statements the application should switch to for the dual-write
 //! period and after, rendered for one mapping and dialect from the `sql/**/app_*.sql`
-//! templates, each with the bug it prevents (the seed section it comes from) and the order of
+//! templates, each with the hazard it prevents (in words) and the order of
 //! its bind parameters.
 //!
 //! The templates name their parameters (`{{ bind.conv }}`, `{{ bind.user }}`, …); this module
@@ -24,7 +24,7 @@ pub struct AppStatement {
     pub name: &'static str,
     /// When the application runs it.
     pub when: &'static str,
-    /// The bug it prevents, with the seed section it comes from.
+    /// The hazard it prevents, in words (the seed articles name them; the user has not read them).
     pub prevents: &'static str,
     /// The parameters to bind, in order (on PostgreSQL: the value of `$1`, `$2`, …).
     pub binds: Vec<String>,
@@ -38,49 +38,49 @@ const STATEMENTS: &[(&str, &str, &str, &str)] = &[
         "mark_read",
         "upsert_watermarks.sql",
         "when a client reports the position read up to (from the dual-write period on, instead of clearing or decrementing the counter)",
-        "seed 000 §2: it carries the position read, so a message that arrived meanwhile stays unread (a \"clear to 0\" erased it); seed 000 §3: GREATEST/MAX makes it forward-only, so a late request from another device never moves the watermark back",
+        "a \"mark all read\" that erases a message arriving meanwhile: it carries the position read, so that message stays unread; and a late or repeated request from another device moving the watermark back: GREATEST/MAX keeps the higher of the stored and the reported position",
     ),
     (
         "send_message_own_watermark",
         "upsert_watermarks.sql",
         "in the transaction that inserts a message, with the new message's position as `message` and its sender as `user`",
-        "seed 000 §3 (last paragraph): a member's own messages are never unread to them; advancing the sender's watermark keeps them out of every count",
+        "a member's own messages counted as unread to them: advancing the sender's watermark keeps them out of every count",
     ),
     (
         "unread_count",
         "app_unread_member.sql",
         "to show one member's unread badge in one conversation (show 100 as \"99+\")",
-        "seed 000 §1-§2: counted from the watermark, it cannot drift from duplicated or lost events; seed 000 §5: LIMIT 100 inside the count stops reading at 100 rows however many are unread",
+        "a badge that drifts with duplicated or lost events (counted from the watermark, it cannot), and a badge that reads a whole backlog: LIMIT 100 inside the count stops reading at 100 rows however many are unread",
     ),
     (
         "unread_count_page",
         "app_unread_page.sql",
         "to show the badges of a page of conversations in one round trip (page_position is the conversation's place in the page)",
-        "seed 000 §5: each count stops at 100 rows, so a page costs at most 100 rows per conversation, not the whole backlog",
+        "a page of badges that reads every backlog: each count stops at 100 rows, so a page costs at most 100 rows per conversation",
     ),
     (
         "message_unread_page",
         "app_message_unread.sql",
         "to show, for a page of messages, how many members have not read each one",
-        "seed 003: computed from the watermarks of the members active now, one grouped query for the page (no N+1), instead of a stored per-message counter that goes stale on join/leave and races on decrement",
+        "a stored per-message counter that goes stale when members join or leave and races on decrement: computed from the watermarks of the members active now, in one grouped query for the page (no N+1)",
     ),
     (
         "sequence_schema",
         "app_seq_schema.sql",
         "optional, once (an expand step of your own), in this order: the messages' seq column, its fill (seq = id, so every existing watermark keeps its meaning), the sequence table started at each conversation's highest id, the indexes; then switch the application's inserts to sequence_next and map seq as the messages' position (`[messages] id = \"seq\"`). A message inserted by code not yet switched has no seq: switch every insert right after this, and map seq only once no row has a NULL seq",
-        "seed 000 §4: an auto-increment id is allocated at insert but visible at commit, so a reader's watermark can pass a message that commits later and hide it forever",
+        "a message hidden forever: an auto-increment id is allocated at insert but visible at commit, so a reader's watermark can pass a message that commits later",
     ),
     (
         "sequence_new_conversation",
         "app_seq_new.sql",
         "with the sequence: when a conversation is created",
-        "seed 000 §4: every conversation has the row whose lock orders its messages",
+        "messages of one conversation numbered out of commit order: every conversation gets the row whose lock orders its messages",
     ),
     (
         "sequence_next",
         "app_seq_next.sql",
         "with the sequence: in the transaction that inserts a message, before the INSERT (the message's seq is the number read), then COMMIT",
-        "seed 000 §4: the number is taken under the conversation's row lock held until commit, so a smaller number always commits first: sequence order equals commit order",
+        "a position that commits after a larger one: the number is taken under the conversation's row lock held until commit, so a smaller number always commits first and sequence order equals commit order",
     ),
 ];
 

@@ -102,6 +102,10 @@ pub struct ExpandArgs {
     /// Print the DDL of the pending migrations and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// No progress output (expand prints none: accepted so that a script can pass -q to every
+    /// command).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `backfill` options.

@@ -148,8 +148,9 @@ pub async fn warnings(
                 out.push(Warning {
                     message: format!(
                         "{n} rows of {} have a {} earlier than the row before them in {} order \
-                         (same {}): {} order is not commit order (seed 000 §4), so a reader whose \
-                         watermark passed a row before it committed never sees it as unread",
+                         (same {}): {} order is not commit order (a position is allocated at insert and \
+                         becomes visible at commit), so a reader whose watermark passed a row \
+                         before it committed never sees it as unread",
                         m.table, created, m.position, m.conversation, m.position
                     ),
                     count: Some(n),

@@ -184,7 +184,7 @@ async fn json_and_metrics_equal_the_csv(backend: Backend) {
             .unwrap_or_else(|| panic!("{prefix} {extra} missing in\n{prom}"))
     };
     assert_eq!(
-        get("tidemark_audit_drifting_rows_total", ""),
+        get("tidemark_audit_drifting_rows_all", ""),
         rows.len() as f64
     );
     assert_eq!(

@@ -68,7 +68,7 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     if let (Some(batches), Some(after)) = (s.resumed_after_batches, &s.resumed_after) {
         writeln!(
             w,
-            "  resumed from the checkpoint after {after} (an unfinished run: {batches} batches were done before; the counts include them)"
+            "  resumed from the checkpoint after conversation {after} (an unfinished run: {batches} batches were done before; the counts include them)"
         )?;
     }
     for (source, n) in &s.by_source {
@@ -417,7 +417,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("resumed from the checkpoint after 42 (an unfinished run: 2 batches"),
+            text.contains(
+                "resumed from the checkpoint after conversation 42 (an unfinished run: 2 batches"
+            ),
             "{text}"
         );
         let fresh = BackfillSummary {

@@ -31,8 +31,8 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
         s.rows_checked.to_string(),
     );
     gauge(
-        "tidemark_audit_drifting_rows_total",
-        "Drifting rows found by the last audit.",
+        "tidemark_audit_drifting_rows_all",
+        "Drifting rows found by the last audit, every class (a gauge: Prometheus keeps _total for counters).",
         "",
         s.drifting_rows.to_string(),
     );
