@@ -148,8 +148,8 @@ pub async fn checksum(
 }
 
 /// Verifies a target's archive of contract run `contract_id`: no row of the column is missing
-/// from it with the same keys and value, and its checksum equals the column's. Returns the
-/// archive's checksum.
+/// from it with the same keys and value ([`missing`]), and its checksum equals the column's.
+/// Returns the archive's checksum.
 ///
 /// Errors (exit 3): the archive does not verify (a value changed while archiving?), or the
 /// database fails; nothing was dropped.
@@ -162,6 +162,33 @@ pub async fn verify(
 ) -> Result<Checksum> {
     let source = checksum(conn, ctx, keys, target, None).await?;
     let archived = checksum(conn, ctx, keys, target, Some(contract_id)).await?;
+    let missing = missing(conn, ctx, keys, target, contract_id)
+        .await
+        .context("verifying the archive")?;
+    if missing != 0 || source != archived {
+        bail!(
+            "the archive of {} (contract run #{contract_id}) does not verify: {missing} row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); {} not dropped",
+            target.describe(),
+            target.describe()
+        );
+    }
+    Ok(archived)
+}
+
+/// How many rows of a target's column contract run `contract_id`'s archive does not hold with
+/// the same keys and value (`contract_missing.sql`, one index lookup per row): 0 when every
+/// value is in the archive where it came from; a permutation of values, which keeps every
+/// checksum, counts. Read once the archive is written ([`verify`]) and again inside the drop's
+/// lock ([`super::ddl`]).
+///
+/// Errors (exit 3): the database fails.
+pub async fn missing(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    target: &Target,
+    contract_id: i64,
+) -> Result<i64> {
     let sql = render(
         "contract_missing.sql",
         ctx,
@@ -173,19 +200,10 @@ pub async fn verify(
             archive_of => archive_of(target),
         },
     )?;
-    let missing: i64 = sqlx::query_scalar(&sql)
+    Ok(sqlx::query_scalar(&sql)
         .bind(contract_id)
         .fetch_one(&mut *conn)
-        .await
-        .context("verifying the archive")?;
-    if missing != 0 || source != archived {
-        bail!(
-            "the archive of {} (contract run #{contract_id}) does not verify: {missing} row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); {} not dropped",
-            target.describe(),
-            target.describe()
-        );
-    }
-    Ok(archived)
+        .await?)
 }
 
 /// The target's table and column as SQL string literals (identifiers the mapping validated),
