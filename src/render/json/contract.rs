@@ -112,6 +112,9 @@ pub struct ContractJson {
     pub target_archives: Vec<serde_json::Value>,
     /// Set when there is nothing left to drop (why); the gate is then null.
     pub nothing_to_drop: Option<String>,
+    /// Set when this run recorded in the ledger the drop of an earlier run (its id), whose
+    /// process ended after its last DDL committed and before it could record it.
+    pub recorded_drop_of: Option<i64>,
     /// The gate's verdict.
     pub gate: Option<GateJson>,
     /// `--force --reason`: the reason, when a closed gate was bypassed.
@@ -207,6 +210,7 @@ pub fn contract(w: &mut dyn Write, o: &ContractOutcome, exit_code: u8) -> io::Re
                 })
                 .collect(),
             nothing_to_drop: o.nothing_to_drop.clone(),
+            recorded_drop_of: o.recorded_drop_of,
             gate: o.verdict.as_ref().map(gate),
             forced: o.forced.clone(),
             ddl: o.ddl.clone(),

@@ -10,26 +10,13 @@ use std::path::Path;
 use super::target::{Keys, Target};
 use crate::db::tx::{begin_write, commit, rollback};
 use crate::dialect::{render, SqlContext};
+pub use crate::ledger::records::Checksum;
 use crate::stages::batch::{next_batch, Key, Scope};
 use crate::tables::ARCHIVE_TABLE;
 use crate::values::{now_ms, text};
 
 /// Rows per page when the archive is read back for its CSV copy.
 const CSV_PAGE_ROWS: u64 = 5000;
-
-/// A checksum of counter values: rows, non-NULL values, their sum and sum of squares (exact
-/// decimals as text).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Checksum {
-    /// Rows.
-    pub rows: i64,
-    /// Non-NULL values.
-    pub non_null: i64,
-    /// Sum of the values.
-    pub sum: String,
-    /// Sum of their squares.
-    pub sum_squares: String,
-}
 
 /// The archive a run made.
 #[derive(Debug, Clone, Serialize)]
@@ -106,11 +93,11 @@ pub async fn archive_rows(
 }
 
 /// The checksum of a target's column (`side` "source", `contract_id` None) or of its rows in
-/// one contract run's archive (`side` "archive", `contract_id` given).
+/// one contract run's archive (`side` "archive", `contract_id` given; also for a target that
+/// is gone).
 pub async fn checksum(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
-    keys: &Keys,
     target: &Target,
     contract_id: Option<i64>,
 ) -> Result<Checksum> {
@@ -127,7 +114,6 @@ pub async fn checksum(
             param => ctx.dialect.placeholder(1),
             exact_type => ctx.dialect.exact_decimal(),
             text_type => ctx.dialect.text_type(),
-            key_conv => keys.conv.clone(),
             archive_of => archive_of(target),
         },
     )?;
@@ -160,8 +146,8 @@ pub async fn verify(
     target: &Target,
     contract_id: i64,
 ) -> Result<Checksum> {
-    let source = checksum(conn, ctx, keys, target, None).await?;
-    let archived = checksum(conn, ctx, keys, target, Some(contract_id)).await?;
+    let source = checksum(conn, ctx, target, None).await?;
+    let archived = checksum(conn, ctx, target, Some(contract_id)).await?;
     let missing = missing(conn, ctx, keys, target, contract_id)
         .await
         .context("verifying the archive")?;

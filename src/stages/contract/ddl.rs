@@ -72,7 +72,7 @@ async fn run_plan(
                     ran.push(format!("{sql};"));
                 }
                 DropStep::Verify => {
-                    let now = checksum(conn, ctx, keys, target, None).await?;
+                    let now = checksum(conn, ctx, target, None).await?;
                     let missing = missing(conn, ctx, keys, target, contract_id)
                         .await
                         .context("comparing the column with the archive inside the lock")?;

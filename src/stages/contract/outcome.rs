@@ -29,8 +29,12 @@ pub struct ContractOutcome {
     pub value: Option<String>,
     /// With `--execute`: each target's verified archive.
     pub target_archives: Vec<TargetArchive>,
-    /// Set when there is nothing left to drop (the message says why); nothing else is.
+    /// Set when there is nothing left to drop (the message says why); nothing else is, except
+    /// [`ContractOutcome::recorded_drop_of`].
     pub nothing_to_drop: Option<String>,
+    /// Set when this run recorded in the ledger the drop of an earlier run (its id) whose
+    /// process ended after its last DDL committed, before it could record it (issue 25 row 8).
+    pub recorded_drop_of: Option<i64>,
     /// The gate's verdict (None when there is nothing left to drop).
     pub verdict: Option<gate::Verdict>,
     /// The exact statements, as printed.
