@@ -32,8 +32,8 @@ pub struct Status {
     /// Between the two newest complete audits that kept their rows (`--store-rows`):
     /// (newer run, older run, rows drifting now that did not before, rows fixed since).
     pub changes: Option<(i64, i64, i64, i64)>,
-    /// The contract run that dropped the counter (or dropped it without recording it), if one
-    /// did.
+    /// The contract run that dropped the counter (or recorded the decision of `drop =
+    /// "nothing"`, or dropped it without recording it), if one did.
     pub contract_done: Option<contract::Done>,
     /// Whether the contract gate would open with its default options (None without a ledger).
     pub gate: Option<crate::gate::Verdict>,

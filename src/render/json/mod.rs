@@ -77,9 +77,10 @@ pub struct StatusJson {
     pub audits: Vec<AuditRunJson>,
     /// Between the two newest complete audits that kept their rows (`--store-rows`).
     pub changes: Option<ChangesJson>,
-    /// The contract run that dropped the counter; null when none did.
+    /// The contract run that dropped the counter (for `drop = "nothing"`: that recorded the
+    /// gate's decision); null when none did.
     pub contract_done_by: Option<i64>,
-    /// How: `dropped`, or `unrecorded`
+    /// How: `dropped`, `decided` (`drop = "nothing"`: nothing was dropped) or `unrecorded`
     /// (the run's process ended after its DDL committed, before the ledger recorded it; its
     /// archive verifies; `contract --execute` records it); null when no run did.
     pub contract_state: Option<&'static str>,

@@ -114,6 +114,10 @@ fn contract_state(w: &mut dyn Write, s: &Status) -> io::Result<()> {
         (Some(Done::Dropped(id)), _) => {
             writeln!(w, "  contract:  done: the counter was dropped by run #{id}")?
         }
+        (Some(Done::Decided(id)), _) => writeln!(
+            w,
+            "  contract:  done: run #{id} recorded the gate's decision; nothing was dropped ([contract] drop = \"nothing\")"
+        )?,
         (Some(Done::Unrecorded(id)), _) => writeln!(
             w,
             "  contract:  done: the counter was dropped by run #{id}, whose process ended before the ledger recorded it (its archive verifies): `tidemark contract --execute` records it"

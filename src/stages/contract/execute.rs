@@ -195,6 +195,7 @@ async fn drop_target(
     let ran = drop_with_retries(conn, ctx, keys, &plan.drop, &archived, t, opts, id).await?;
     pause_at("dropped").await;
     progress.ran.extend(ran);
+    outcome.dropped.push(t.describe());
     Ok(())
 }
 
@@ -272,6 +273,7 @@ async fn record_before_ddl(
     let mut done = outcome.clone();
     done.executed = true;
     done.ddl = progress.ran.iter().chain(&ddl).cloned().collect();
+    done.dropped.push(t.describe());
     let archive = outcome.archive.as_ref();
     let record = ContractCheckpointRecord {
         verified: progress.verified.clone(),

@@ -9,7 +9,8 @@
 //! 1. where each target stands ([`planning::find`]): still there, or gone with an archive of
 //!    it (dropped by an earlier run: a run that resumes after a kill goes on with the others;
 //!    when every one is gone there is nothing left to drop, and a drop whose run died before
-//!    it recorded it is recorded now, [`unrecorded`]);
+//!    it recorded it is recorded now, [`unrecorded`]); with `drop = "nothing"`, an earlier run
+//!    that recorded the decision leaves nothing to do;
 //! 2. the preflight, then per target its checks and the engine's drop plan
 //!    ([`planning::plan`]), and the gate ([`crate::gate`]), closed by an object that depends
 //!    on a column ([`dependents`]). Without `--execute` the verdict (every reason) and the
@@ -84,7 +85,7 @@ pub async fn run(
     let targets = target::targets_of(mapping, opts.drop_table)?;
     let mut planned = planning::find(conn, mapping, &ctx, targets, opts, &mut notes).await?;
     let mut outcome = new_outcome(mapping, &planned);
-    if nothing_left_to_do(conn, &ctx, &planned, opts, &mut outcome).await? {
+    if nothing_left_to_do(conn, mapping, &ctx, &planned, opts, &mut outcome).await? {
         return Ok(outcome);
     }
     let resumed_from = planned.iter().find_map(|p| p.done_by);
@@ -162,6 +163,7 @@ fn new_outcome(mapping: &Mapping, planned: &[Planned]) -> ContractOutcome {
         ddl: Vec::new(),
         notes: Vec::new(),
         executed: false,
+        dropped: Vec::new(),
         final_audit: None,
         archive: None,
         forced: None,
@@ -170,19 +172,30 @@ fn new_outcome(mapping: &Mapping, planned: &[Planned]) -> ContractOutcome {
     }
 }
 
-/// Whether there is nothing left to do, the outcome saying why: every target is gone, dropped
-/// by earlier runs. When the newest of those is not recorded as done (its process ended after its last
+/// Whether there is nothing left to do, the outcome saying why: for `drop = "nothing"`, an
+/// earlier run recorded the gate's decision; else every target is gone, dropped by earlier
+/// runs. When the newest of those is not recorded as done (its process ended after its last
 /// DDL committed, issue 25 row 8), `--execute` records its drop ([`execute::record_unrecorded`])
 /// and a dry run says that it would.
 ///
 /// Errors: those of [`execute::record_unrecorded`]; exit 3 when the ledger cannot be read.
 async fn nothing_left_to_do(
     conn: &mut AnyConnection,
+    mapping: &Mapping,
     ctx: &SqlContext,
     planned: &[Planned],
     opts: &ContractOptions,
     outcome: &mut ContractOutcome,
 ) -> Result<bool> {
+    if outcome.drops_nothing() {
+        let Some(id) = state::dropped_by(conn, mapping, ctx.dialect).await? else {
+            return Ok(false);
+        };
+        outcome.nothing_to_drop = Some(format!(
+            "already done: contract run #{id} recorded the gate's decision ([contract] drop = \"nothing\": nothing to archive or drop)"
+        ));
+        return Ok(true);
+    }
     if planned.is_empty() || planned.iter().any(|p| p.done_by.is_none()) {
         return Ok(false);
     }

@@ -97,6 +97,8 @@ pub async fn dropped_by(
 pub enum Done {
     /// Contract run #N dropped the counter; the ledger records it done.
     Dropped(i64),
+    /// `[contract] drop = "nothing"`: run #N recorded the gate's decision; nothing was dropped.
+    Decided(i64),
     /// Every target is gone, dropped by run #N, whose process ended after its DDL committed and
     /// before the ledger recorded it; its archive verifies against what the run recorded before
     /// the DDL, and `contract --execute` records the drop (issue 25 row 8).
@@ -107,21 +109,22 @@ impl Done {
     /// The contract run.
     pub fn run(self) -> i64 {
         match self {
-            Done::Dropped(id) | Done::Unrecorded(id) => id,
+            Done::Dropped(id) | Done::Decided(id) | Done::Unrecorded(id) => id,
         }
     }
 
-    /// `dropped` or `unrecorded` (the JSON of `status`).
+    /// `dropped`, `decided` or `unrecorded` (the JSON of `status`).
     pub fn as_str(self) -> &'static str {
         match self {
             Done::Dropped(_) => "dropped",
+            Done::Decided(_) => "decided",
             Done::Unrecorded(_) => "unrecorded",
         }
     }
 }
 
 /// Where this mapping's contract stands once a run did it, for `status`: the run the ledger
-/// records as having dropped the counter, else the run
+/// records as having dropped the counter (or, for `drop = "nothing"`, decided), else the run
 /// that dropped every target without recording it (its archive verified); None when no run
 /// did (the gate then says what is left), or when the targets' state is bad input (the
 /// contract names it).
@@ -136,7 +139,12 @@ pub async fn standing(
         return Ok(None);
     };
     if let Some(id) = dropped_by(conn, mapping, dialect).await? {
-        return Ok(Some(Done::Dropped(id)));
+        let decided = mapping.contract.is_some() && targets.is_empty();
+        return Ok(Some(if decided {
+            Done::Decided(id)
+        } else {
+            Done::Dropped(id)
+        }));
     }
     if targets.is_empty() || !table_exists(conn, dialect, LEDGER_TABLE).await? {
         return Ok(None);
