@@ -178,7 +178,8 @@ pub struct DropTarget {
 pub enum DropStep {
     /// A statement, run as is.
     Sql(String),
-    /// Inside the lock: the column's checksum taken again must equal the archive's.
+    /// Inside the lock: the column must still equal the archive, row by row (keys and value)
+    /// and by checksum.
     Verify,
     /// `PRAGMA foreign_key_check` after SQLite's table rebuild: it must return no row.
     ForeignKeyCheck(String),
@@ -198,7 +199,7 @@ impl DropStep {
         match self {
             DropStep::Sql(s) => vec![format!("{s};")],
             DropStep::Verify => vec![format!(
-                "-- tidemark: {}.{} must still equal the archive (rows, non-NULL values, sum, sum of squares), else stop",
+                "-- tidemark: {}.{} must still equal the archive, row by row (keys and value) and by checksum (rows, non-NULL values, sum, sum of squares), else stop",
                 target.table, target.column
             )],
             DropStep::ForeignKeyCheck(s) => vec![format!("{s}; -- must return no row")],

@@ -277,6 +277,43 @@ pub async fn set_checkpoint(
     Ok(())
 }
 
+/// Stores a run's checkpoint on its own (autocommit), tried again after a lock wait like the
+/// run's start and end: the contract's record before a DDL
+/// ([`records::ContractCheckpointRecord`]).
+///
+/// Errors (exit 3): the ledger cannot be written.
+pub async fn save_checkpoint(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    id: i64,
+    checkpoint: &serde_json::Value,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        match set_checkpoint(conn, dialect, id, checkpoint).await {
+            Err(e) if retry_lock_wait(&e, &mut attempt).await => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Ledger run `id`, if the ledger has it.
+///
+/// Errors (exit 3): the ledger cannot be read, or the row not decoded ([`Entry::read`]).
+pub async fn entry(conn: &mut AnyConnection, dialect: Dialect, id: i64) -> Result<Option<Entry>> {
+    let sql = format!(
+        "SELECT {} FROM {LEDGER_TABLE} WHERE id = {}",
+        entry_columns(dialect),
+        dialect.placeholder(1),
+    );
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+        .context("reading the ledger")?;
+    row.as_ref().map(Entry::read).transpose()
+}
+
 /// Sets a run's status (`running` again when a run is resumed, `abandoned` on `--restart`).
 pub async fn set_status(
     conn: &mut AnyConnection,

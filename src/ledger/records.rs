@@ -441,6 +441,54 @@ pub struct ContractTargetRecord {
     pub column: String,
 }
 
+/// A checksum of counter values: rows, non-NULL values, their sum and sum of squares (exact
+/// decimals as text). The contract compares the archive with the column by it, and records it
+/// in the ledger before a DDL ([`ContractCheckpointRecord`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checksum {
+    /// Rows.
+    pub rows: i64,
+    /// Non-NULL values.
+    pub non_null: i64,
+    /// Sum of the values.
+    pub sum: String,
+    /// Sum of their squares.
+    pub sum_squares: String,
+}
+
+/// What a contract run records in its ledger row's `checkpoint` after a target's archive is
+/// verified and before its DDL runs (issue 25 row 8): every target verified so far, and what
+/// the run records as its end once the last of their DDL has committed. If the process dies
+/// between that commit and the ledger's write, a later run finds the target gone and the run
+/// still `running`, checks the archive against this record and writes the run's end from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContractCheckpointRecord {
+    /// The targets whose archive was verified before their DDL, in the order they are dropped.
+    pub verified: Vec<VerifiedArchiveRecord>,
+    /// The summary the run records once the last DDL has committed (its DDL as planned): the
+    /// JSON the ledger's `summary` holds, read back as [`ContractSummaryRecord`].
+    pub summary: serde_json::Value,
+    /// The gate's verdict then (the ledger's `passed`).
+    pub gate_open: bool,
+    /// The archive's CSV copy (`--archive FILE`), the ledger's `report_path`.
+    pub csv: Option<String>,
+    /// Its SHA-256, the ledger's `report_sha256`.
+    pub csv_sha256: Option<String>,
+}
+
+/// One target of a [`ContractCheckpointRecord`]: its archive as verified, before its DDL.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifiedArchiveRecord {
+    /// The table, as the mapping names it.
+    pub table: String,
+    /// The column archived (the counter column for a table dropped whole).
+    pub column: String,
+    /// The checksum of the run's archive of it, equal to the column's when verified.
+    pub checksum: Checksum,
+    /// The DDL as planned, as printed.
+    pub ddl: Vec<String>,
+}
+
 /// The part of a contract run's summary read back (`status`, a second `contract`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ContractSummaryRecord {

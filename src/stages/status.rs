@@ -32,8 +32,9 @@ pub struct Status {
     /// Between the two newest complete audits that kept their rows (`--store-rows`):
     /// (newer run, older run, rows drifting now that did not before, rows fixed since).
     pub changes: Option<(i64, i64, i64, i64)>,
-    /// The contract run that dropped the counter, if one did.
-    pub contract_done: Option<i64>,
+    /// The contract run that dropped the counter (or recorded the decision of `drop =
+    /// "nothing"`, or dropped it without recording it), if one did.
+    pub contract_done: Option<contract::Done>,
     /// Whether the contract gate would open with its default options (None without a ledger).
     pub gate: Option<crate::gate::Verdict>,
     /// The `[contract] columns` the database does not have (any more) and no contract run
@@ -139,7 +140,7 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
     };
     let has_ledger = !migrations_empty(&migrations);
     let contract_done = if has_ledger {
-        contract::dropped_by(conn, mapping, dialect).await?
+        contract::standing(conn, mapping, dialect).await?
     } else {
         None
     };

@@ -308,6 +308,7 @@ on_every_backend!(
     execute_drops_a_table_of_its_own,
     final_audit_inside_the_gate_must_pass,
     lock_after_archive_keeps_column_and_archive,
+    a_permutation_after_the_archive_stops_the_drop,
     force_with_reason_bypasses_a_closed_gate,
     cli_exit_codes,
 );
@@ -860,6 +861,58 @@ async fn lock_after_archive_keeps_column_and_archive(backend: Backend) {
         .unwrap();
     check_done(&mut s, &o, "per_member", &before, audit_id).await;
     assert!(!s.column_exists("unread_counters", "unread_count").await);
+    s.finish().await;
+}
+
+/// Issue 25 row 7: two counters swapped after the archive was verified and before the DDL
+/// (rows, non-NULL values, sum and sum of squares all unchanged): the check inside the lock
+/// compares the archive with the column row by row, so the drop stops (exit 3), the column
+/// keeps the values as they are now, and the archive those of before.
+async fn a_permutation_after_the_archive_stops_the_drop(backend: Backend) {
+    let Some(mut s) = setup(backend, "permutation", "per_member").await else {
+        return;
+    };
+    let (_, passed) = s.audit().await;
+    assert!(passed);
+    let before = s.values("per_member").await;
+    assert_eq!(before[&(2, "u1".to_string())], Some(8));
+    assert_eq!(before[&(2, "u2".to_string())], Some(5));
+    let hook: contract::Hook = {
+        let url = s.db.url.clone();
+        Arc::new(move || {
+            let url = url.clone();
+            Box::pin(async move {
+                let mut other = crate::common::connect(&url).await;
+                exec_boxed(
+                    &mut other,
+                    "UPDATE unread_counters SET unread_count = CASE user_id WHEN 'u1' THEN 5 ELSE 8 END WHERE conv_id = 2 AND user_id IN ('u1', 'u2')",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+    };
+    let opts = ContractOptions {
+        execute: true,
+        before_ddl: Some(hook),
+        ..s.opts()
+    };
+    let err = s.contract(&opts).await.unwrap_err();
+    let msg = format!("{err:#}");
+    assert_eq!(tidemark::cli::Outcome::code_of(&err), 3, "{msg}");
+    assert!(
+        msg.contains("unread_counters.unread_count changed after it was archived")
+            && msg.contains("nothing was dropped"),
+        "{msg}"
+    );
+    assert!(s.column_exists("unread_counters", "unread_count").await);
+    let mut swapped = before.clone();
+    swapped.insert((2, "u1".into()), Some(5));
+    swapped.insert((2, "u2".into()), Some(8));
+    assert_eq!(s.values("per_member").await, swapped);
+    let (id, status, _, _) = s.contracts().await.last().unwrap().clone();
+    assert_eq!(status, "failed");
+    assert_eq!(s.archived(id, "per_member").await.0, before);
     s.finish().await;
 }
 

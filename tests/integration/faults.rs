@@ -15,7 +15,9 @@
 //! - kill -9 during `contract --execute` in the archive, before the checksum and before the
 //!   DDL (the hidden `TIDEMARK_TEST_PAUSE_AT` hook, `src/stages/contract/test_pause.rs`), and
 //!   while the DDL waits for a lock: the counter column or its verified archive is always
-//!   there, and a rerun drops it.
+//!   there, and a rerun drops it; kill -9 after the DDL committed, before the ledger recorded
+//!   it (issue 25 row 8): the next `contract --execute` finds the archive verified and records
+//!   the drop in the killed run's ledger row.
 //!
 //! - the server session ended while `contract --execute` waits between two archive batches
 //!   (the `archive` pause) and while its DDL waits for a lock: exit 3.
@@ -42,7 +44,7 @@ on_every_backend!(servers: backend_killed_mid_backfill, backend_killed_mid_audit
 on_every_backend!(servers: backfill_kill9_before_a_checkpoint);
 on_every_backend!(multi_thread: backfill_lock_timeout, report_disk_full);
 on_every_backend!(multi_thread: backfill_sigterm, backfill_sigint, audit_sigterm, audit_sigint);
-on_every_backend!(multi_thread: contract_kill9_at_each_step);
+on_every_backend!(multi_thread: contract_kill9_at_each_step, contract_kill9_after_the_drop);
 on_every_backend!(servers: contract_kill9_while_ddl_waits);
 on_every_backend!(servers: contract_server_lost_mid_archive, contract_server_lost_while_ddl_waits);
 
@@ -712,6 +714,120 @@ async fn contract_kill9_at_each_step(backend: Backend) {
     let again = f.run(&["contract"]);
     again.expect_code(0);
     assert!(again.stdout.contains("nothing left to drop"), "{again:?}");
+    done(f, vec![conn]).await;
+}
+
+/// kill -9 right after the DDL committed, before the ledger recorded it (issue 25 row 8): the
+/// column is gone, the run's verified archive holds every value and its ledger row says
+/// `running`. `status` and a dry run name the run that dropped it and say that its end is not
+/// recorded; `contract --execute` checks the archive against what the run recorded before
+/// its DDL, records the drop in that run's row (done, with the archive and the DDL) and says
+/// so; then `status` reads the drop from the ledger and a last run has nothing left to do.
+async fn contract_kill9_after_the_drop(backend: Backend) {
+    let Some((f, values)) = contract_fixture(backend, "fault_contract_dropped").await else {
+        return;
+    };
+    let mut conn = f.connect().await;
+    let signal_file = f.path().join("paused");
+    let child = f.spawn(
+        &CONTRACT,
+        &[
+            ("TIDEMARK_TEST_PAUSE_AT", "dropped"),
+            ("TIDEMARK_TEST_PAUSE_FILE", signal_file.to_str().unwrap()),
+        ],
+    );
+    until!("the contract after its DDL", {
+        signal_file.exists().then_some(())
+    });
+    faults::signal(&child, "KILL");
+    let run = wait(child, LIMIT);
+    assert_eq!(run.code, None, "killed: {run:?}");
+    std::fs::remove_file(&signal_file).unwrap();
+    assert!(!counter_column_exists(&mut conn, backend).await, "dropped");
+    let (id, _, _) = faults::ledger(&mut conn)
+        .await
+        .into_iter()
+        .rev()
+        .find(|(_, s, _)| s == "contract")
+        .unwrap();
+    assert_eq!(archived(&mut conn, id).await, values, "the archive");
+    assert_eq!(statuses(&mut conn, "contract").await, ["running"]);
+
+    let status = f.run(&["status"]);
+    status.expect_code(0);
+    assert!(
+        status.stdout.contains(&format!(
+            "contract:  done: the counter was dropped by run #{id}, whose process ended before the ledger recorded it (its archive verifies): `tidemark contract --execute` records it"
+        )),
+        "{status:?}"
+    );
+    assert!(!status.stdout.contains("gate would open"), "{status:?}");
+    let dry = f.run(&["contract"]);
+    dry.expect_code(0);
+    assert!(
+        dry.stdout.contains(&format!(
+            "nothing left to drop: column unread_counters.unread_count is gone (dropped by contract run #{id}, whose end the ledger does not record: its archive verifies; --execute records it)"
+        )),
+        "{dry:?}"
+    );
+    assert_eq!(
+        statuses(&mut conn, "contract").await,
+        ["running"],
+        "a dry run writes nothing"
+    );
+
+    let rerun = f.run(&CONTRACT[..2]);
+    rerun.expect_code(0);
+    assert!(
+        rerun.stdout.contains(&format!(
+            "recorded: contract run #{id} dropped column unread_counters.unread_count; its process ended before the ledger recorded it, and its archive verifies ({} rows, as recorded before the DDL)",
+            values.len()
+        )),
+        "{rerun:?}"
+    );
+    assert_eq!(
+        statuses(&mut conn, "contract").await,
+        ["done"],
+        "no other run"
+    );
+    let row = sqlx::query(&format!(
+        "SELECT summary FROM tidemark_ledger WHERE id = {id}"
+    ))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&tidemark::values::text(&row, "summary").unwrap().unwrap()).unwrap();
+    assert_eq!(summary["executed"], true, "{summary}");
+    assert_eq!(
+        summary["archive"]["checksum"]["rows"],
+        values.len(),
+        "{summary}"
+    );
+    assert!(
+        summary["ddl"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("DROP COLUMN")),
+        "{summary}"
+    );
+    let status = f.run(&["status"]);
+    assert!(
+        status.stdout.contains(&format!(
+            "contract:  done: the counter was dropped by run #{id}\n"
+        )),
+        "{status:?}"
+    );
+    let again = f.run(&CONTRACT[..2]);
+    again.expect_code(0);
+    assert!(
+        again.stdout.contains(&format!(
+            "nothing left to drop: column unread_counters.unread_count is gone (dropped by contract run #{id})"
+        )),
+        "{again:?}"
+    );
+    assert_eq!(statuses(&mut conn, "contract").await, ["done"]);
     done(f, vec![conn]).await;
 }
 

@@ -580,32 +580,131 @@ INSERT INTO read_pos (conv_id, user_id, pos) VALUES (1, 2, 0);
             "{counter}"
         );
         if drifting == 0 {
-            // drop = "nothing": the gate opens, nothing is archived or dropped, the run is recorded.
-            let o = contract::run(
-                &mut conn,
-                &m,
-                dialect,
-                &ContractOptions {
-                    execute: true,
-                    audit_report: Some(tmp.path().join("f.csv")),
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("contract, drop = nothing");
-            assert!(
-                o.executed && o.targets.is_empty() && o.ledger_id.is_some(),
-                "{o:?}"
-            );
-            let archived: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tidemark_counter_archive")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(archived, 0);
+            drop_nothing_records_the_decision(&mut conn, &m, &db.url, tmp.path()).await;
         }
     }
     drop(conn);
     db.cleanup().await;
+}
+
+/// `contract`, text and JSON, after `opts`' run.
+fn rendered(o: &contract::ContractOutcome, url: &str, opts: &ContractOptions) -> (String, String) {
+    let mut out = Vec::new();
+    tidemark::render::text::contract(&mut out, o, &Dsn::parse(url).unwrap(), opts).unwrap();
+    let mut json = Vec::new();
+    tidemark::render::json::contract(&mut json, o, 0).unwrap();
+    (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(json).unwrap(),
+    )
+}
+
+/// `status` as text.
+async fn status_text(conn: &mut AnyConnection, mapping: &Mapping, url: &str) -> String {
+    let dsn = Dsn::parse(url).unwrap();
+    let s = tidemark::stages::status::run(conn, mapping, dsn.dialect)
+        .await
+        .expect("status");
+    let mut out = Vec::new();
+    tidemark::render::text::status(&mut out, &s, &dsn, mapping).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// drop = "nothing" (issue 25 row 6): the gate opens, nothing is archived or dropped, and the
+/// run records the gate's decision; the text, the JSON and `status` say so (never "dropped");
+/// a second run, dry or `--execute`, says it is already done, audits nothing and records no
+/// other run.
+async fn drop_nothing_records_the_decision(
+    conn: &mut AnyConnection,
+    m: &Mapping,
+    url: &str,
+    tmp: &std::path::Path,
+) {
+    let dialect = Dsn::parse(url).unwrap().dialect;
+    let dry_opts = ContractOptions {
+        audit_report: Some(tmp.join("f.csv")),
+        ..Default::default()
+    };
+    let exec_opts = ContractOptions {
+        execute: true,
+        ..dry_opts.clone()
+    };
+    let dry = contract::run(conn, m, dialect, &dry_opts)
+        .await
+        .expect("contract dry run, drop = nothing");
+    let (text, _) = rendered(&dry, url, &dry_opts);
+    assert!(
+        text.contains("dry run: nothing was changed; --execute records the gate's decision"),
+        "{text}"
+    );
+    assert!(!text.contains("archives the values and drops"), "{text}");
+
+    let o = contract::run(conn, m, dialect, &exec_opts)
+        .await
+        .expect("contract, drop = nothing");
+    assert!(
+        o.executed && o.targets.is_empty() && o.ledger_id.is_some(),
+        "{o:?}"
+    );
+    let id = o.ledger_id.unwrap();
+    let archived: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tidemark_counter_archive")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(archived, 0);
+    let (text, json) = rendered(&o, url, &exec_opts);
+    assert!(
+        text.contains(&format!(
+            "done: the gate's decision is recorded (ledger run #{id}); nothing was archived or dropped"
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("ran:") && !text.contains("dropped (ledger run"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["executed"], true, "{json}");
+    assert_eq!(v["dropped"], serde_json::json!([]), "{json}");
+    assert_eq!(v["ledger_id"], id, "{json}");
+    let status = status_text(conn, m, url).await;
+    assert!(
+        status.contains(&format!(
+            "contract:  done: run #{id} recorded the gate's decision; nothing was dropped"
+        )),
+        "{status}"
+    );
+    assert!(!status.contains("the counter was dropped"), "{status}");
+
+    // Again, dry and --execute: already done; no audit, no other run.
+    for opts in [&dry_opts, &exec_opts] {
+        let again = contract::run(conn, m, dialect, opts)
+            .await
+            .expect("contract again, drop = nothing");
+        let (text, json) = rendered(&again, url, opts);
+        let want = format!(
+            "already done: contract run #{id} recorded the gate's decision ([contract] drop = \"nothing\": nothing to archive or drop)"
+        );
+        assert_eq!(
+            again.nothing_to_drop.as_deref(),
+            Some(want.as_str()),
+            "{text}"
+        );
+        assert!(text.contains(&want), "{text}");
+        assert!(!text.contains("--execute archives the values"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["nothing_to_drop"], want.as_str(), "{json}");
+        assert!(
+            again.final_audit.is_none() && again.ledger_id.is_none(),
+            "{again:?}"
+        );
+        let runs: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM tidemark_ledger WHERE stage = 'contract'")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        assert_eq!(runs, 1, "one contract run recorded");
+    }
 }
 
 /// A contract killed between its two drops (the first column gone, the second archived but

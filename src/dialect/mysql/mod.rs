@@ -85,6 +85,10 @@ impl Spelling for Mysql {
                 "V5__provenance",
                 include_str!("../../../migrations/mysql/V5__provenance.sql"),
             ),
+            (
+                "V6__archive_row_index",
+                include_str!("../../../migrations/mysql/V6__archive_row_index.sql"),
+            ),
         ]
     }
 

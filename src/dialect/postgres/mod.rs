@@ -76,6 +76,10 @@ impl Spelling for Postgres {
                 "V5__provenance",
                 include_str!("../../../migrations/postgres/V5__provenance.sql"),
             ),
+            (
+                "V6__archive_row_index",
+                include_str!("../../../migrations/postgres/V6__archive_row_index.sql"),
+            ),
         ]
     }
 

@@ -78,6 +78,10 @@ impl Spelling for Sqlite {
                 "V5__provenance",
                 include_str!("../../../migrations/sqlite/V5__provenance.sql"),
             ),
+            (
+                "V6__archive_row_index",
+                include_str!("../../../migrations/sqlite/V6__archive_row_index.sql"),
+            ),
         ]
     }
 

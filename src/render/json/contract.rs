@@ -110,8 +110,12 @@ pub struct ContractJson {
     /// With a `[contract]` section and `--execute`: each target's verified archive
     /// (`target` `table.column`, `rows`, `non_null`, `sum`, `sum_squares`).
     pub target_archives: Vec<serde_json::Value>,
-    /// Set when there is nothing left to drop (why); the gate is then null.
+    /// Set when there is nothing left to do (why: every target gone, or for `drop =
+    /// "nothing"` the decision recorded by an earlier run); the gate is then null.
     pub nothing_to_drop: Option<String>,
+    /// Set when this run recorded in the ledger the drop of an earlier run (its id), whose
+    /// process ended after its last DDL committed and before it could record it.
+    pub recorded_drop_of: Option<i64>,
     /// The gate's verdict.
     pub gate: Option<GateJson>,
     /// `--force --reason`: the reason, when a closed gate was bypassed.
@@ -120,8 +124,12 @@ pub struct ContractJson {
     pub ddl: Vec<String>,
     /// Remarks.
     pub notes: Vec<String>,
-    /// Whether the drop ran and committed.
+    /// Whether `--execute` ran to its end: the drop committed, or for `drop = "nothing"` the
+    /// gate's decision recorded.
     pub executed: bool,
+    /// What this run dropped (`column table.column` or `table name`), in order; empty for a
+    /// dry run, a refusal and `drop = "nothing"`.
+    pub dropped: Vec<String>,
     /// The final audit (with `--execute`).
     pub final_audit: Option<FinalAuditJson>,
     /// The archive (with `--execute`).
@@ -207,11 +215,13 @@ pub fn contract(w: &mut dyn Write, o: &ContractOutcome, exit_code: u8) -> io::Re
                 })
                 .collect(),
             nothing_to_drop: o.nothing_to_drop.clone(),
+            recorded_drop_of: o.recorded_drop_of,
             gate: o.verdict.as_ref().map(gate),
             forced: o.forced.clone(),
             ddl: o.ddl.clone(),
             notes: o.notes.clone(),
             executed: o.executed,
+            dropped: o.dropped.clone(),
             final_audit: o.final_audit.as_ref().map(|a| FinalAuditJson {
                 id: a.id,
                 passed: a.passed,

@@ -77,8 +77,13 @@ pub struct StatusJson {
     pub audits: Vec<AuditRunJson>,
     /// Between the two newest complete audits that kept their rows (`--store-rows`).
     pub changes: Option<ChangesJson>,
-    /// The contract run that dropped the counter; null when none did.
+    /// The contract run that dropped the counter (for `drop = "nothing"`: that recorded the
+    /// gate's decision); null when none did.
     pub contract_done_by: Option<i64>,
+    /// How: `dropped`, `decided` (`drop = "nothing"`: nothing was dropped) or `unrecorded`
+    /// (the run's process ended after its DDL committed, before the ledger recorded it; its
+    /// archive verifies; `contract --execute` records it); null when no run did.
+    pub contract_state: Option<&'static str>,
     /// The contract gate with default options; null without a ledger or once contracted.
     pub gate: Option<GateJson>,
     /// The `[contract] columns` (`table.column`) the database does not have (any more) and no
@@ -183,7 +188,8 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
                 newly_drifting: new,
                 fixed,
             }),
-            contract_done_by: s.contract_done,
+            contract_done_by: s.contract_done.map(|d| d.run()),
+            contract_state: s.contract_done.map(|d| d.as_str()),
             gate: if s.contract_done.is_some() {
                 None
             } else {

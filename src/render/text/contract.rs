@@ -165,9 +165,12 @@ fn archives(w: &mut dyn Write, o: &ContractOutcome) -> io::Result<()> {
     Ok(())
 }
 
-/// The DDL, under "ran:" or what it would run, and the `--force` reason.
+/// The DDL, under "ran:" or what it would run (none ran for `drop = "nothing"`), and the
+/// `--force` reason.
 fn ddl(w: &mut dyn Write, o: &ContractOutcome, opts: &ContractOptions) -> io::Result<()> {
-    if o.executed {
+    if o.executed && o.drops_nothing() {
+        // Nothing ran: the ending says that the decision was recorded.
+    } else if o.executed {
         writeln!(w, "  ran:")?;
     } else {
         writeln!(
@@ -180,8 +183,10 @@ fn ddl(w: &mut dyn Write, o: &ContractOutcome, opts: &ContractOptions) -> io::Re
             }
         )?;
     }
-    for line in &o.ddl {
-        writeln!(w, "    {line}")?;
+    if !(o.executed && o.drops_nothing()) {
+        for line in &o.ddl {
+            writeln!(w, "    {line}")?;
+        }
     }
     if let Some(reason) = &o.forced {
         writeln!(w, "  forced: {reason} (recorded in the ledger)")?;
@@ -197,6 +202,12 @@ fn ending(w: &mut dyn Write, o: &ContractOutcome, opts: &ContractOptions) -> io:
         if let Some(detail) = &f.detail {
             writeln!(w, "  database detail: {detail}")?;
         }
+    } else if o.executed && o.drops_nothing() {
+        writeln!(
+            w,
+            "  done: the gate's decision is recorded (ledger run #{}); nothing was archived or dropped ([contract] drop = \"nothing\": the counter was never stored)",
+            o.ledger_id.unwrap_or_default()
+        )?;
     } else if o.executed {
         writeln!(
             w,
@@ -223,7 +234,12 @@ fn ending(w: &mut dyn Write, o: &ContractOutcome, opts: &ContractOptions) -> io:
         )?;
     } else if !opts.execute {
         let open = o.verdict.as_ref().is_some_and(|v| v.open);
-        if open {
+        if open && o.drops_nothing() {
+            writeln!(
+                w,
+                "  dry run: nothing was changed; --execute records the gate's decision (nothing is archived or dropped)"
+            )?;
+        } else if open {
             writeln!(
                 w,
                 "  dry run: nothing was changed; --execute archives the values and drops"

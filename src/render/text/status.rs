@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use crate::db::Dsn;
 use crate::ledger::RunStatus;
 use crate::mapping::Mapping;
+use crate::stages::contract::Done;
 use crate::stages::status::Status;
 
 /// Writes `status`.
@@ -122,7 +123,17 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
 /// The contract line of `status`.
 fn contract_state(w: &mut dyn Write, s: &Status) -> io::Result<()> {
     match (&s.contract_done, &s.gate) {
-        (Some(id), _) => writeln!(w, "  contract:  done: the counter was dropped by run #{id}")?,
+        (Some(Done::Dropped(id)), _) => {
+            writeln!(w, "  contract:  done: the counter was dropped by run #{id}")?
+        }
+        (Some(Done::Decided(id)), _) => writeln!(
+            w,
+            "  contract:  done: run #{id} recorded the gate's decision; nothing was dropped ([contract] drop = \"nothing\")"
+        )?,
+        (Some(Done::Unrecorded(id)), _) => writeln!(
+            w,
+            "  contract:  done: the counter was dropped by run #{id}, whose process ended before the ledger recorded it (its archive verifies): `tidemark contract --execute` records it"
+        )?,
         (None, Some(v)) if v.open => writeln!(w,
             "  contract:  the gate would open (default options), on audits {:?}: `tidemark contract` shows the DDL",
             v.relied_on

@@ -10,26 +10,13 @@ use std::path::Path;
 use super::target::{Keys, Target};
 use crate::db::tx::{begin_write, commit, rollback};
 use crate::dialect::{render, SqlContext};
+pub use crate::ledger::records::Checksum;
 use crate::stages::batch::{next_batch, Key, Scope};
 use crate::tables::ARCHIVE_TABLE;
 use crate::values::{now_ms, text};
 
 /// Rows per page when the archive is read back for its CSV copy.
 const CSV_PAGE_ROWS: u64 = 5000;
-
-/// A checksum of counter values: rows, non-NULL values, their sum and sum of squares (exact
-/// decimals as text).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Checksum {
-    /// Rows.
-    pub rows: i64,
-    /// Non-NULL values.
-    pub non_null: i64,
-    /// Sum of the values.
-    pub sum: String,
-    /// Sum of their squares.
-    pub sum_squares: String,
-}
 
 /// The archive a run made.
 #[derive(Debug, Clone, Serialize)]
@@ -138,11 +125,11 @@ fn stopped(
 }
 
 /// The checksum of a target's column (`side` "source", `contract_id` None) or of its rows in
-/// one contract run's archive (`side` "archive", `contract_id` given).
+/// one contract run's archive (`side` "archive", `contract_id` given; also for a target that
+/// is gone).
 pub async fn checksum(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
-    keys: &Keys,
     target: &Target,
     contract_id: Option<i64>,
 ) -> Result<Checksum> {
@@ -159,7 +146,6 @@ pub async fn checksum(
             param => ctx.dialect.placeholder(1),
             exact_type => ctx.dialect.exact_decimal(),
             text_type => ctx.dialect.text_type(),
-            key_conv => keys.conv.clone(),
             archive_of => archive_of(target),
         },
     )?;
@@ -180,8 +166,8 @@ pub async fn checksum(
 }
 
 /// Verifies a target's archive of contract run `contract_id`: no row of the column is missing
-/// from it with the same keys and value, and its checksum equals the column's. Returns the
-/// archive's checksum.
+/// from it with the same keys and value ([`missing`]), and its checksum equals the column's.
+/// Returns the archive's checksum.
 ///
 /// Errors (exit 3): the archive does not verify (a value changed while archiving?), or the
 /// database fails; nothing was dropped.
@@ -192,8 +178,35 @@ pub async fn verify(
     target: &Target,
     contract_id: i64,
 ) -> Result<Checksum> {
-    let source = checksum(conn, ctx, keys, target, None).await?;
-    let archived = checksum(conn, ctx, keys, target, Some(contract_id)).await?;
+    let source = checksum(conn, ctx, target, None).await?;
+    let archived = checksum(conn, ctx, target, Some(contract_id)).await?;
+    let missing = missing(conn, ctx, keys, target, contract_id)
+        .await
+        .context("verifying the archive")?;
+    if missing != 0 || source != archived {
+        bail!(
+            "the archive of {} (contract run #{contract_id}) does not verify: {missing} row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); {} not dropped",
+            target.describe(),
+            target.describe()
+        );
+    }
+    Ok(archived)
+}
+
+/// How many rows of a target's column contract run `contract_id`'s archive does not hold with
+/// the same keys and value (`contract_missing.sql`, one index lookup per row): 0 when every
+/// value is in the archive where it came from; a permutation of values, which keeps every
+/// checksum, counts. Read once the archive is written ([`verify`]) and again inside the drop's
+/// lock ([`super::ddl`]).
+///
+/// Errors (exit 3): the database fails.
+pub async fn missing(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    keys: &Keys,
+    target: &Target,
+    contract_id: i64,
+) -> Result<i64> {
     let sql = render(
         "contract_missing.sql",
         ctx,
@@ -205,19 +218,10 @@ pub async fn verify(
             archive_of => archive_of(target),
         },
     )?;
-    let missing: i64 = sqlx::query_scalar(&sql)
+    Ok(sqlx::query_scalar(&sql)
         .bind(contract_id)
         .fetch_one(&mut *conn)
-        .await
-        .context("verifying the archive")?;
-    if missing != 0 || source != archived {
-        bail!(
-            "the archive of {} (contract run #{contract_id}) does not verify: {missing} row(s) not archived with the same keys and value; source {source:?}, archive {archived:?} (a value changed while archiving?); {} not dropped",
-            target.describe(),
-            target.describe()
-        );
-    }
-    Ok(archived)
+        .await?)
 }
 
 /// The target's table and column as SQL string literals (identifiers the mapping validated),

@@ -1,12 +1,13 @@
 //! The drop itself: the engine's plan run under a bounded lock wait, retried a few times after
-//! a lock wait, with the checksum taken again inside the lock so that a value written since the
-//! archive stops the drop instead of being lost.
+//! a lock wait, with the column compared with the archive again inside the lock, row by row
+//! (keys and value) and by checksum, so that a value written since the archive (even two
+//! values swapped, which keeps every sum) stops the drop instead of being lost.
 
 use anyhow::{bail, Context, Result};
 use sqlx::AnyConnection;
 use std::time::Duration;
 
-use super::archive::{checksum, Checksum};
+use super::archive::{checksum, missing, Checksum};
 use super::options::ContractOptions;
 use super::target::{Keys, Target};
 use crate::dialect::{DropPlan, DropStep, SqlContext};
@@ -33,7 +34,7 @@ pub async fn drop_with_retries(
 ) -> Result<Vec<String>> {
     let mut attempt = 0;
     loop {
-        match run_plan(conn, ctx, keys, plan, archived, target).await {
+        match run_plan(conn, ctx, keys, plan, archived, target, contract_id).await {
             Ok(lines) => return Ok(lines),
             Err(e) if crate::lock::is_lock_wait(&e) && attempt < opts.lock_retries => {
                 attempt += 1;
@@ -57,7 +58,8 @@ pub async fn drop_with_retries(
 }
 
 /// Runs the plan once; returns the statements that ran, as printed. On failure, undoes the
-/// attempt (ROLLBACK / UNLOCK TABLES) before returning the error.
+/// attempt (ROLLBACK / UNLOCK TABLES) before returning the error. The check inside the lock
+/// (`DropStep::Verify`) compares the column with contract run `contract_id`'s archive.
 async fn run_plan(
     conn: &mut AnyConnection,
     ctx: &SqlContext,
@@ -65,6 +67,7 @@ async fn run_plan(
     plan: &DropPlan,
     archived: &Checksum,
     target: &Target,
+    contract_id: i64,
 ) -> Result<Vec<String>> {
     let mut ran = Vec::new();
     let result: Result<()> = async {
@@ -78,10 +81,13 @@ async fn run_plan(
                     ran.push(format!("{sql};"));
                 }
                 DropStep::Verify => {
-                    let now = checksum(conn, ctx, keys, target, None).await?;
-                    if &now != archived {
+                    let now = checksum(conn, ctx, target, None).await?;
+                    let missing = missing(conn, ctx, keys, target, contract_id)
+                        .await
+                        .context("comparing the column with the archive inside the lock")?;
+                    if &now != archived || missing != 0 {
                         bail!(
-                            "{}.{} changed after it was archived (archive {archived:?}, now {now:?}): something still writes it; nothing was dropped",
+                            "{}.{} changed after it was archived ({missing} row(s) no longer as archived, keys and value; archive {archived:?}, now {now:?}): something still writes it; nothing was dropped",
                             target.table,
                             target.column
                         );

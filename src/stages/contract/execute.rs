@@ -1,8 +1,10 @@
 //! `--execute` once the gate is open (or bypassed by `--force --reason`): under the contract's
 //! runner lock and recorded in the ledger from the start, the final audit, then per target its
-//! archive, the archive's verification and the drop; the ledger then records what was done
-//! with the evidence. One sequence for every mapping: the counter column alone, several
-//! `[contract]` columns, a table, or nothing (`drop = "nothing"`: the decision is recorded).
+//! archive, the archive's verification, what the run is about to drop recorded in its ledger
+//! row, and the drop; the ledger then records what was done with the evidence. One sequence
+//! for every mapping: the counter column alone, several `[contract]` columns, a table, or
+//! nothing (`drop = "nothing"`: the decision is recorded). Also, under the same lock, the
+//! record of a drop whose run died before it could record it ([`record_unrecorded`]).
 
 use anyhow::Result;
 use sqlx::AnyConnection;
@@ -14,10 +16,15 @@ use super::final_audit::final_audit;
 use super::options::ContractOptions;
 use super::outcome::{ContractOutcome, TargetArchive};
 use super::planning::{Planned, TargetPlan};
+use super::target::Target;
 use super::test_pause::pause_at;
+use super::unrecorded;
 use crate::dialect::SqlContext;
 use crate::gate;
-use crate::ledger::{self, records::ContractOptionsRecord, RunStatus, Stage};
+use crate::ledger::records::{
+    Checksum, ContractCheckpointRecord, ContractOptionsRecord, VerifiedArchiveRecord,
+};
+use crate::ledger::{self, RunStatus, Stage};
 use crate::lock::RunnerLock;
 use crate::mapping::Mapping;
 use crate::tables::ARCHIVE_TABLE;
@@ -132,34 +139,76 @@ async fn execute(
             audit_of_run(conn, ctx, run).await?
         }
     };
-    let mut ran = Vec::new();
+    let mut progress = Progress {
+        contract_id,
+        audit_id,
+        ran: Vec::new(),
+        verified: Vec::new(),
+    };
+    let mut result = Ok(());
     for p in run.planned {
         let Some(plan) = &p.plan else { continue };
-        match drop_target(conn, p, plan, opts, contract_id, audit_id, outcome).await {
-            Ok(lines) => ran.extend(lines),
-            Err(e) => {
-                outcome.ddl = ran;
-                return Err(e);
-            }
+        result = drop_target(conn, run, p, plan, verdict, outcome, &mut progress).await;
+        if result.is_err() {
+            break;
         }
     }
-    outcome.ddl = ran;
-    outcome.executed = true;
+    outcome.ddl = progress.ran;
+    outcome.executed = result.is_ok();
+    result
+}
+
+/// What an `--execute` run has done so far, target by target.
+struct Progress {
+    /// The run's ledger id.
+    contract_id: i64,
+    /// The audit that covered the values (its final audit, or the resumed run's).
+    audit_id: Option<i64>,
+    /// The statements that ran, as printed.
+    ran: Vec<String>,
+    /// The targets whose archive was verified before their DDL (the ledger's checkpoint).
+    verified: Vec<VerifiedArchiveRecord>,
+}
+
+/// One target: its archive, verified; what the run is about to drop recorded in the ledger
+/// ([`record_before_ddl`]); then the drop.
+async fn drop_target(
+    conn: &mut AnyConnection,
+    run: &Run<'_>,
+    p: &Planned,
+    plan: &TargetPlan,
+    verdict: &gate::Verdict,
+    outcome: &mut ContractOutcome,
+    progress: &mut Progress,
+) -> Result<()> {
+    let (t, keys, ctx, opts) = (&p.target, &plan.keys, &plan.ctx, run.opts);
+    let archived = archive_target(conn, p, plan, opts, progress, outcome).await?;
+    record_before_ddl(conn, run, p, &archived, verdict, outcome, progress).await?;
+    pause_at("ddl").await;
+    #[cfg(feature = "test-hooks")]
+    if let Some(hook) = &opts.before_ddl {
+        anyhow::Context::context(hook().await, "the before-DDL hook")?;
+    }
+    let id = progress.contract_id;
+    let ran = drop_with_retries(conn, ctx, keys, &plan.drop, &archived, t, opts, id).await?;
+    pause_at("dropped").await;
+    progress.ran.extend(ran);
+    outcome.dropped.push(t.describe());
     Ok(())
 }
 
-/// One target: its archive, batch by batch; the archive verified (and its CSV copy with
-/// `--archive FILE`); then the drop. Returns the statements that ran.
-async fn drop_target(
+/// A target's archive, batch by batch; the archive verified (and its CSV copy with
+/// `--archive FILE`). Returns the archive's checksum.
+async fn archive_target(
     conn: &mut AnyConnection,
     p: &Planned,
     plan: &TargetPlan,
     opts: &ContractOptions,
-    contract_id: i64,
-    audit_id: Option<i64>,
+    progress: &Progress,
     outcome: &mut ContractOutcome,
-) -> Result<Vec<String>> {
+) -> Result<Checksum> {
     let (t, keys, ctx) = (&p.target, &plan.keys, &plan.ctx);
+    let (contract_id, audit_id) = (progress.contract_id, progress.audit_id);
     archive_rows(conn, ctx, keys, t, contract_id, audit_id, opts.batch_size).await?;
     pause_at("checksum").await;
     let archived = verify(conn, ctx, keys, t, contract_id).await?;
@@ -190,10 +239,86 @@ async fn drop_target(
     if outcome.archive.is_none() {
         outcome.archive = Some(summary);
     }
-    pause_at("ddl").await;
-    #[cfg(feature = "test-hooks")]
-    if let Some(hook) = &opts.before_ddl {
-        anyhow::Context::context(hook().await, "the before-DDL hook")?;
+    Ok(archived)
+}
+
+/// Records in the run's ledger row, before the target's DDL runs, its archive as verified,
+/// the DDL as planned, and the summary the run records once that DDL commits (issue 25
+/// row 8): a run whose process dies between the DDL's commit and its last ledger write can
+/// then be recorded by the next run ([`unrecorded`]).
+///
+/// Errors (exit 3): the ledger cannot be written; nothing is dropped.
+async fn record_before_ddl(
+    conn: &mut AnyConnection,
+    run: &Run<'_>,
+    p: &Planned,
+    archived: &Checksum,
+    verdict: &gate::Verdict,
+    outcome: &ContractOutcome,
+    progress: &mut Progress,
+) -> Result<()> {
+    let t = &p.target;
+    let ddl = p
+        .plan
+        .as_ref()
+        .map(|plan| plan.drop.lines(&t.drop_target()))
+        .unwrap_or_default();
+    progress.verified.push(VerifiedArchiveRecord {
+        table: t.table.clone(),
+        column: t.column.clone(),
+        checksum: archived.clone(),
+        ddl: ddl.clone(),
+    });
+    let mut done = outcome.clone();
+    done.executed = true;
+    done.ddl = progress.ran.iter().chain(&ddl).cloned().collect();
+    done.dropped.push(t.describe());
+    let archive = outcome.archive.as_ref();
+    let record = ContractCheckpointRecord {
+        verified: progress.verified.clone(),
+        summary: evidence(&done, verdict, run.opts, None)?,
+        gate_open: verdict.open,
+        csv: archive.and_then(|a| a.csv.clone()),
+        csv_sha256: archive.and_then(|a| a.csv_sha256.clone()),
+    };
+    unrecorded::before_ddl(conn, run.ctx.dialect, progress.contract_id, &record).await
+}
+
+/// Records in the ledger the drop of contract run `id`, whose process ended after its last DDL
+/// committed and before it recorded its end (issue 25 row 8): under the runner lock of that
+/// run's mapping (so that the run, were it still alive, is not overtaken), checks again that
+/// it is not recorded and that its archive of each target of `planned` it dropped verifies,
+/// and writes its row ([`unrecorded::complete`]); other runs of that mapping still
+/// `running` are then marked `abandoned`. Returns whether this call wrote the row (false: the
+/// ledger records it already).
+///
+/// Errors: another runner holds the lock (exit 3); the archive does not verify (exit 2); the
+/// ledger cannot be read or written (exit 3).
+pub async fn record_unrecorded(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    planned: &[Planned],
+    id: i64,
+) -> Result<bool> {
+    let dialect = ctx.dialect;
+    let Some(entry) = ledger::entry(conn, dialect, id).await? else {
+        anyhow::bail!("contract run #{id} is not in the ledger");
+    };
+    let name = crate::lock::runner_name(Stage::Contract, &entry.fingerprint);
+    let runner = RunnerLock::acquire(conn, dialect, &name).await?;
+    let result = async {
+        let targets: Vec<&Target> = planned
+            .iter()
+            .filter(|p| p.done_by == Some(id))
+            .map(|p| &p.target)
+            .collect();
+        let wrote = unrecorded::complete(conn, ctx, &targets, id).await?;
+        if wrote {
+            ledger::abandon_stale(conn, dialect, Stage::Contract, &entry.fingerprint, id).await?;
+        }
+        Ok(wrote)
     }
-    drop_with_retries(conn, ctx, keys, &plan.drop, &archived, t, opts, contract_id).await
+    .await;
+    let _ = runner.release(conn).await;
+    result
 }

@@ -8,7 +8,9 @@
 //!
 //! 1. where each target stands ([`planning::find`]): still there, or gone with an archive of
 //!    it (dropped by an earlier run: a run that resumes after a kill goes on with the others;
-//!    when every one is gone there is nothing left to drop);
+//!    when every one is gone there is nothing left to drop, and a drop whose run died before
+//!    it recorded it is recorded now, [`unrecorded`]); with `drop = "nothing"`, an earlier run
+//!    that recorded the decision leaves nothing to do;
 //! 2. the preflight, then per target its checks and the engine's drop plan
 //!    ([`planning::plan`]), and the gate ([`crate::gate`]), closed by an object that depends
 //!    on a column ([`dependents`]). Without `--execute` the verdict (every reason) and the
@@ -35,6 +37,7 @@ mod planning;
 mod state;
 mod target;
 mod test_pause;
+mod unrecorded;
 
 pub use archive::{ArchiveSummary, Checksum};
 pub use dependents::{dependents, Dependent};
@@ -42,7 +45,7 @@ pub use dependents::{dependents, Dependent};
 pub use options::Hook;
 pub use options::{check_options, ContractOptions, DEFAULT_AUDIT_REPORT};
 pub use outcome::{ContractFailed, ContractOutcome, Failure, FinalAudit, TargetArchive};
-pub use state::{dropped_by, verdict};
+pub use state::{dropped_by, standing, verdict, Done};
 pub use target::Target;
 
 use anyhow::Result;
@@ -82,8 +85,7 @@ pub async fn run(
     let targets = target::targets_of(mapping, opts.drop_table)?;
     let mut planned = planning::find(conn, mapping, &ctx, targets, opts, &mut notes).await?;
     let mut outcome = new_outcome(mapping, &planned);
-    if !planned.is_empty() && planned.iter().all(|p| p.done_by.is_some()) {
-        outcome.nothing_to_drop = Some(nothing_left(&planned));
+    if nothing_left_to_do(conn, mapping, &ctx, &planned, opts, &mut outcome).await? {
         return Ok(outcome);
     }
     let resumed_from = planned.iter().find_map(|p| p.done_by);
@@ -162,10 +164,12 @@ fn new_outcome(mapping: &Mapping, planned: &[Planned]) -> ContractOutcome {
             .then(|| mapping.counter.value_sql(|s| s.to_string())),
         target_archives: Vec::new(),
         nothing_to_drop: None,
+        recorded_drop_of: None,
         verdict: None,
         ddl: Vec::new(),
         notes: Vec::new(),
         executed: false,
+        dropped: Vec::new(),
         final_audit: None,
         archive: None,
         forced: None,
@@ -174,8 +178,50 @@ fn new_outcome(mapping: &Mapping, planned: &[Planned]) -> ContractOutcome {
     }
 }
 
-/// "nothing left to drop: column a.b is gone (dropped by contract run #3)".
-fn nothing_left(planned: &[Planned]) -> String {
+/// Whether there is nothing left to do, the outcome saying why: for `drop = "nothing"`, an
+/// earlier run recorded the gate's decision; else every target is gone, dropped by earlier
+/// runs. When the newest of those is not recorded as done (its process ended after its last
+/// DDL committed, issue 25 row 8), `--execute` records its drop ([`execute::record_unrecorded`])
+/// and a dry run says that it would.
+///
+/// Errors: those of [`execute::record_unrecorded`]; exit 3 when the ledger cannot be read.
+async fn nothing_left_to_do(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    ctx: &SqlContext,
+    planned: &[Planned],
+    opts: &ContractOptions,
+    outcome: &mut ContractOutcome,
+) -> Result<bool> {
+    if outcome.drops_nothing() {
+        let Some(id) = state::dropped_by(conn, mapping, ctx.dialect).await? else {
+            return Ok(false);
+        };
+        outcome.nothing_to_drop = Some(format!(
+            "already done: contract run #{id} recorded the gate's decision ([contract] drop = \"nothing\": nothing to archive or drop)"
+        ));
+        return Ok(true);
+    }
+    if planned.is_empty() || planned.iter().any(|p| p.done_by.is_none()) {
+        return Ok(false);
+    }
+    outcome.nothing_to_drop = Some(match planning::unrecorded_run(planned) {
+        Some(id) if opts.execute => {
+            if execute::record_unrecorded(conn, ctx, planned, id).await? {
+                outcome.recorded_drop_of = Some(id);
+                recorded(planned, id)
+            } else {
+                nothing_left(planned, None)
+            }
+        }
+        other => nothing_left(planned, other),
+    });
+    Ok(true)
+}
+
+/// "nothing left to drop: column a.b is gone (dropped by contract run #3)"; with `unrecorded`,
+/// the run among them whose end the ledger does not record, and that `--execute` records it.
+fn nothing_left(planned: &[Planned], unrecorded: Option<i64>) -> String {
     let mut runs: Vec<String> = Vec::new();
     for id in planned.iter().filter_map(|p| p.done_by) {
         let run = format!("#{id}");
@@ -184,11 +230,36 @@ fn nothing_left(planned: &[Planned]) -> String {
         }
     }
     let what: Vec<String> = planned.iter().map(|p| p.target.describe()).collect();
+    let note = match unrecorded {
+        None => String::new(),
+        Some(_) if runs.len() == 1 => {
+            ", whose end the ledger does not record: its archive verifies; --execute records it"
+                .to_string()
+        }
+        Some(id) => format!(
+            "; the ledger does not record the end of run #{id}: its archive verifies; --execute records it"
+        ),
+    };
     format!(
-        "nothing left to drop: {} {} gone (dropped by contract run {})",
+        "nothing left to drop: {} {} gone (dropped by contract run {}{note})",
         what.join(", "),
         if what.len() == 1 { "is" } else { "are" },
         runs.join(", ")
+    )
+}
+
+/// What a run that recorded the drop of run `id` says.
+fn recorded(planned: &[Planned], id: i64) -> String {
+    let done: Vec<&Planned> = planned.iter().filter(|p| p.done_by == Some(id)).collect();
+    let what: Vec<String> = done.iter().map(|p| p.target.describe()).collect();
+    let rows: i64 = done
+        .iter()
+        .filter_map(|p| p.unrecorded.as_ref())
+        .map(|c| c.rows)
+        .sum();
+    format!(
+        "recorded: contract run #{id} dropped {}; its process ended before the ledger recorded it, and its archive verifies ({rows} rows, as recorded before the DDL)",
+        what.join(", ")
     )
 }
 

@@ -29,16 +29,25 @@ pub struct ContractOutcome {
     pub value: Option<String>,
     /// With `--execute`: each target's verified archive.
     pub target_archives: Vec<TargetArchive>,
-    /// Set when there is nothing left to drop (the message says why); nothing else is.
+    /// Set when there is nothing left to do (the message says why: every target gone, or for
+    /// `drop = "nothing"` the decision recorded by an earlier run); nothing else is, except
+    /// [`ContractOutcome::recorded_drop_of`].
     pub nothing_to_drop: Option<String>,
+    /// Set when this run recorded in the ledger the drop of an earlier run (its id) whose
+    /// process ended after its last DDL committed, before it could record it (issue 25 row 8).
+    pub recorded_drop_of: Option<i64>,
     /// The gate's verdict (None when there is nothing left to drop).
     pub verdict: Option<gate::Verdict>,
     /// The exact statements, as printed.
     pub ddl: Vec<String>,
     /// Remarks: what the DDL also removes, tolerance used, …
     pub notes: Vec<String>,
-    /// Whether the drop ran and committed.
+    /// Whether `--execute` ran to its end: every target still there dropped, or for
+    /// `drop = "nothing"` the gate's decision recorded.
     pub executed: bool,
+    /// What this run dropped (each target described), in order; empty for a dry run, a
+    /// refusal and `drop = "nothing"`.
+    pub dropped: Vec<String>,
     /// The final audit (with `--execute`).
     pub final_audit: Option<FinalAudit>,
     /// The archive of the first target (with `--execute`), and its CSV copy.
@@ -58,6 +67,12 @@ impl ContractOutcome {
     /// and when there is nothing left to drop.
     pub fn gate_closed(&self) -> bool {
         !self.executed && self.verdict.as_ref().is_some_and(|v| !v.open)
+    }
+
+    /// Whether the contract drops nothing (`[contract] drop = "nothing"`): `--execute` records
+    /// the gate's decision only.
+    pub fn drops_nothing(&self) -> bool {
+        self.value.is_some() && self.targets.is_empty()
     }
 
     /// Every target described, comma-separated (`column a.b, column a.c`).

@@ -11,17 +11,24 @@ use super::archive::{refuse_ambiguous_keys, refuse_non_integers};
 use super::dependents::{dependents, Dependent};
 use super::options::ContractOptions;
 use super::target::{keys_of, Keys, Origin, Target};
+use super::unrecorded::{self, Standing};
 use crate::db::catalog::{is_view, table_columns};
 use crate::dialect::{DropPlan, SqlContext};
 use crate::error::input_error;
+use crate::ledger::records::Checksum;
 use crate::mapping::{Mapping, Shape};
 
 /// A target and what the run learnt of it.
 pub struct Planned {
     /// The target.
     pub target: Target,
-    /// Done by an earlier contract run (its id): the column is gone and its archive exists.
+    /// Done by an earlier contract run (its id): the column is gone and that run's archive
+    /// holds it, recorded as done or verified ([`Planned::unrecorded`]).
     pub done_by: Option<i64>,
+    /// Set when the run that did it is not recorded as done (its process ended after the DDL
+    /// committed): the checksum of its archive of the target, equal to what the run recorded
+    /// before its DDL ([`unrecorded::standing`]).
+    pub unrecorded: Option<Checksum>,
     /// Its archive keys, its SQL context, its drop plan and the objects that depend on it
     /// (None when done).
     pub plan: Option<TargetPlan>,
@@ -40,11 +47,13 @@ pub struct TargetPlan {
 }
 
 /// Where each target stands: still there, or dropped by the contract run whose archive holds
-/// it; and for a counter column without a `[contract]` section, whether its table holds
-/// nothing else (`--drop-table`).
+/// it (recorded as done, or not recorded with an archive that verifies against what the run
+/// recorded before its DDL); and for a counter column without a `[contract]` section, whether
+/// its table holds nothing else (`--drop-table`).
 ///
-/// Errors (exit 2): a target on a view, a target that is gone without an archive of it,
-/// `--drop-table` on a table that holds more than the keys and the counter.
+/// Errors (exit 2): a target on a view, a target that is gone without an archive of it or
+/// whose archive nothing proves complete ([`unrecorded::standing`]), `--drop-table` on a table
+/// that holds more than the keys and the counter.
 pub async fn find(
     conn: &mut AnyConnection,
     mapping: &Mapping,
@@ -76,12 +85,17 @@ pub async fn find(
                 .iter()
                 .any(|c| c.eq_ignore_ascii_case(&target.column))
         };
-        let mut done_by = None;
+        let (mut done_by, mut unrecorded) = (None, None);
         if !present {
-            done_by =
-                crate::ledger::archived_by(conn, dialect, &target.table, &target.column).await?;
-            if done_by.is_none() {
+            let Some(run) =
+                crate::ledger::archived_by(conn, dialect, &target.table, &target.column).await?
+            else {
                 return Err(gone(&target, columns.is_empty()));
+            };
+            done_by = Some(run);
+            if let Standing::Unrecorded(sum) = unrecorded::standing(conn, ctx, &target, run).await?
+            {
+                unrecorded = Some(sum);
             }
         } else if target.origin == Origin::Counter {
             own_table(mapping, &mut target, &columns, opts, notes)?;
@@ -89,10 +103,26 @@ pub async fn find(
         out.push(Planned {
             target,
             done_by,
+            unrecorded,
             plan: None,
         });
     }
     Ok(out)
+}
+
+/// When every target is gone: the newest contract run that dropped one of them, if the ledger
+/// does not record its end (its process ended after its last DDL committed; its archive
+/// verifies: [`Planned::unrecorded`]). None when a target is still there, or that run is
+/// recorded as done.
+pub fn unrecorded_run(planned: &[Planned]) -> Option<i64> {
+    if planned.is_empty() || planned.iter().any(|p| p.done_by.is_none()) {
+        return None;
+    }
+    let newest = planned.iter().filter_map(|p| p.done_by).max()?;
+    planned
+        .iter()
+        .any(|p| p.done_by == Some(newest) && p.unrecorded.is_some())
+        .then_some(newest)
 }
 
 /// A target that is gone and that no archive holds.

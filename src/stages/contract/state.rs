@@ -1,15 +1,16 @@
 //! The gate's verdict for a contract run and for `status`, and what the ledger says of an
-//! earlier contract. Reads only.
+//! earlier contract ([`dropped_by`], [`standing`]). Reads only.
 
 use anyhow::Result;
 use sqlx::AnyConnection;
 
 use super::dependents::{self, dependents};
 use super::options::ContractOptions;
-use super::planning::Planned;
-use super::target::first_target;
+use super::planning::{self, Planned};
+use super::target::{first_target, targets_of};
 use crate::db::catalog::table_exists;
 use crate::dialect::{Dialect, SqlContext};
+use crate::error::ErrorKind;
 use crate::gate::{self, read_audits, statement_use, GateOptions};
 use crate::mapping::Mapping;
 use crate::tables::LEDGER_TABLE;
@@ -89,4 +90,71 @@ pub async fn dropped_by(
     }
     let target = first_target(mapping);
     crate::ledger::contract_that_dropped(conn, dialect, &target.table, &target.column).await
+}
+
+/// Where a mapping's contract stands once a run did it (`status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// Contract run #N dropped the counter; the ledger records it done.
+    Dropped(i64),
+    /// `[contract] drop = "nothing"`: run #N recorded the gate's decision; nothing was dropped.
+    Decided(i64),
+    /// Every target is gone, dropped by run #N, whose process ended after its DDL committed and
+    /// before the ledger recorded it; its archive verifies against what the run recorded before
+    /// the DDL, and `contract --execute` records the drop (issue 25 row 8).
+    Unrecorded(i64),
+}
+
+impl Done {
+    /// The contract run.
+    pub fn run(self) -> i64 {
+        match self {
+            Done::Dropped(id) | Done::Decided(id) | Done::Unrecorded(id) => id,
+        }
+    }
+
+    /// `dropped`, `decided` or `unrecorded` (the JSON of `status`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Done::Dropped(_) => "dropped",
+            Done::Decided(_) => "decided",
+            Done::Unrecorded(_) => "unrecorded",
+        }
+    }
+}
+
+/// Where this mapping's contract stands once a run did it, for `status`: the run the ledger
+/// records as having dropped the counter (or, for `drop = "nothing"`, decided), else the run
+/// that dropped every target without recording it (its archive verified); None when no run
+/// did (the gate then says what is left), or when the targets' state is bad input (the
+/// contract names it).
+///
+/// Errors (exit 3): the ledger, the archive or the catalog cannot be read.
+pub async fn standing(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<Option<Done>> {
+    let Ok(targets) = targets_of(mapping, false) else {
+        return Ok(None);
+    };
+    if let Some(id) = dropped_by(conn, mapping, dialect).await? {
+        let decided = mapping.contract.is_some() && targets.is_empty();
+        return Ok(Some(if decided {
+            Done::Decided(id)
+        } else {
+            Done::Dropped(id)
+        }));
+    }
+    if targets.is_empty() || !table_exists(conn, dialect, LEDGER_TABLE).await? {
+        return Ok(None);
+    }
+    let ctx = SqlContext::new(mapping, dialect);
+    let opts = ContractOptions::default();
+    let planned = match planning::find(conn, mapping, &ctx, targets, &opts, &mut Vec::new()).await {
+        Ok(planned) => planned,
+        Err(e) if crate::error::kind(&e) == ErrorKind::BadInput => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(planning::unrecorded_run(&planned).map(Done::Unrecorded))
 }

@@ -4,7 +4,8 @@
 //! `contract --execute` writes PATH (holding STEP) when it reaches STEP and waits there until
 //! PATH is removed, so that a test can `kill -9` it at a known point. The steps: `archive`
 //! (after the archive's first batch committed, the rest not yet), `checksum` (the archive
-//! written, not yet verified), `ddl` (the archive verified, the DDL not yet run).
+//! written, not yet verified), `ddl` (the archive verified, the DDL not yet run), `dropped`
+//! (the DDL committed, the ledger not yet written).
 
 /// Waits at `step` if the environment asks for it (see the module documentation); does
 /// nothing in a build without the `test-hooks` feature.
