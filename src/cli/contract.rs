@@ -40,8 +40,9 @@ pub struct ContractArgs {
     /// Also write the archived values to this CSV file (verified before any DDL runs).
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
-    /// Where the final audit writes its drift report (default: tidemark-contract-audit.csv,
-    /// next to --archive when given).
+    /// Where the final audit writes its drift report (default: tidemark-contract-audit.csv next
+    /// to --archive when given, else tidemark-contract-<mapping>-audit.csv in the temporary
+    /// folder; the output and the ledger name it).
     #[arg(long, value_name = "FILE")]
     pub audit_report: Option<PathBuf>,
     /// Permission bits (octal, e.g. 640) of the final audit's report and the --archive CSV.

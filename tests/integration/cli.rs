@@ -861,6 +861,17 @@ fn status_after_demo_shows_the_audit() {
         run.stdout
     );
     assert!(!run.stdout.contains("never run"), "{}", run.stdout);
+    // A finished backfill shows when it finished, and when it started (issue 24: the start
+    // time was printed as the finish time).
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("backfill:"))
+        .unwrap_or_else(|| panic!("no backfill line:\n{}", run.stdout));
+    assert!(
+        line.contains(" done at ") && line.contains("(started "),
+        "{line}"
+    );
 
     // The same, from DATABASE_URL and the default mapping name.
     std::fs::copy(dir.path().join(DEMO_TOML), dir.path().join("tidemark.toml")).unwrap();

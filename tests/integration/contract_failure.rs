@@ -102,6 +102,11 @@ async fn a_failed_drop_still_shows_the_verdict_the_archive_and_the_detail() {
         "the verdict names the view:\n{out}"
     );
     assert!(out.contains("final audit #"), "the final audit:\n{out}");
+    // The final audit's report is not written into the current folder unasked (issue 24).
+    assert!(
+        !dir.path().join("tidemark-contract-audit.csv").exists(),
+        "a report in the current folder"
+    );
     assert!(
         out.contains("archived") && out.contains("tidemark_counter_archive"),
         "the archive:\n{out}"

@@ -35,12 +35,21 @@ pub fn status(w: &mut dyn Write, s: &Status, dsn: &Dsn, mapping: &Mapping) -> io
             b.id,
             when(b.started_ms)
         )?,
-        Some(b) => writeln!(w,
-            "  backfill:  run #{} {} at {}",
-            b.id,
-            b.status,
-            when(b.started_ms)
-        )?,
+        Some(b) => match b.finished_ms {
+            Some(end) => writeln!(w,
+                "  backfill:  run #{} {} at {} (started {})",
+                b.id,
+                b.status,
+                when(end),
+                when(b.started_ms)
+            )?,
+            None => writeln!(w,
+                "  backfill:  run #{} {} (started {})",
+                b.id,
+                b.status,
+                when(b.started_ms)
+            )?,
+        },
         None => writeln!(w, "  backfill:  never run")?,
     }
     for column in &s.missing_contract_columns {

@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
-use std::path::PathBuf;
 
 use super::options::{ContractOptions, DEFAULT_AUDIT_REPORT};
 use super::outcome::{ContractOutcome, FinalAudit};
@@ -45,7 +44,12 @@ pub async fn final_audit(
             .filter(|p| !p.as_os_str().is_empty())
         {
             Some(dir) => dir.join(DEFAULT_AUDIT_REPORT),
-            None => PathBuf::from(DEFAULT_AUDIT_REPORT),
+            // Not into the current folder unasked (issue 24): the temporary folder, under a
+            // name of this mapping's; the path and the SHA-256 are in the output and the ledger.
+            None => std::env::temp_dir().join(format!(
+                "tidemark-contract-{}-audit.csv",
+                &mapping.fingerprint[..12.min(mapping.fingerprint.len())]
+            )),
         }
     });
     #[allow(clippy::needless_update)] // options the audit may gain later keep their defaults

@@ -28,8 +28,8 @@ pub struct ContractOptions {
     pub gate: GateOptions,
     /// `--archive FILE`: a CSV copy of the archived values.
     pub archive_csv: Option<PathBuf>,
-    /// Where the final audit writes its report (None: [`super::DEFAULT_AUDIT_REPORT`], next
-    /// to the archive CSV when there is one).
+    /// Where the final audit writes its report (None: [`DEFAULT_AUDIT_REPORT`] next to the
+    /// archive CSV when there is one, else a file of this mapping's in the temporary folder).
     pub audit_report: Option<PathBuf>,
     /// `--report-mode`: the permission bits of the final audit's report and the archive CSV
     /// (None: those of the file each replaces, or 0600 for a new one).
