@@ -31,6 +31,18 @@ pub struct IndexNeed {
 pub enum IndexStatus {
     /// An index (named) whose key starts with the columns and that covers every row.
     Present(String),
+    /// An index (named) whose key starts with the first `leading` columns only (the
+    /// conversation at least): the batches' conversation range is served, but within a batch
+    /// each conversation's rows are all read to find the rest; the statement that creates the
+    /// whole index.
+    Partial {
+        /// The index found.
+        index: String,
+        /// How many of the needed columns its key starts with.
+        leading: usize,
+        /// The statement that creates an index serving them all.
+        create: String,
+    },
     /// None serves: the statement that creates one.
     Missing(String),
     /// The table is a view: the index belongs on the table under it, which `plan` cannot see.
@@ -154,7 +166,9 @@ fn serves(index: &Index, columns: &[String]) -> bool {
         })
 }
 
-/// What `catalog` holds for each of `needs`.
+/// What `catalog` holds for each of `needs`: an index that serves every needed column, else
+/// the one that serves the longest leading part (at least the first column, the
+/// conversation), else none.
 pub fn check_in(catalog: &Catalog, dialect: Dialect, needs: Vec<IndexNeed>) -> Vec<IndexCheck> {
     needs
         .into_iter()
@@ -162,9 +176,8 @@ pub fn check_in(catalog: &Catalog, dialect: Dialect, needs: Vec<IndexNeed>) -> V
             let status = match catalog.tables.iter().find(|t| t.name == need.table) {
                 None => IndexStatus::NoTable,
                 Some(t) if t.is_view => IndexStatus::View,
-                Some(t) => match t.indexes.iter().find(|i| serves(i, &need.columns)) {
-                    Some(i) => IndexStatus::Present(i.name.clone()),
-                    None => IndexStatus::Missing(format!(
+                Some(t) => {
+                    let create = format!(
                         "CREATE INDEX {} ON {} ({});",
                         dialect.index_name(
                             t.schema.as_deref(),
@@ -176,8 +189,23 @@ pub fn check_in(catalog: &Catalog, dialect: Dialect, needs: Vec<IndexNeed>) -> V
                             .map(|c| dialect.quote(c))
                             .collect::<Vec<_>>()
                             .join(", ")
-                    )),
-                },
+                    );
+                    let best = (1..need.columns.len()).rev().find_map(|k| {
+                        t.indexes
+                            .iter()
+                            .find(|i| serves(i, &need.columns[..k]))
+                            .map(|i| (i, k))
+                    });
+                    match (t.indexes.iter().find(|i| serves(i, &need.columns)), best) {
+                        (Some(i), _) => IndexStatus::Present(i.name.clone()),
+                        (None, Some((i, leading))) => IndexStatus::Partial {
+                            index: i.name.clone(),
+                            leading,
+                            create,
+                        },
+                        (None, None) => IndexStatus::Missing(create),
+                    }
+                }
             };
             IndexCheck { need, status }
         })

@@ -220,7 +220,8 @@ fn receipts_by_event_id_get_the_lookup_view() {
 }
 
 /// `plan`'s index list: every table the stages read by conversation range, found by an index
-/// whose key starts with the columns in order, else the statement that creates one.
+/// whose key starts with the columns in order, else one that starts with the leading columns
+/// (partly served), else the statement that creates one.
 #[test]
 fn index_needs_are_found_or_created() {
     use super::indexes::{check_in, needed, IndexStatus};
@@ -277,10 +278,14 @@ fn index_needs_are_found_or_created() {
             ),
             &IndexStatus::Present("members_pk".into()),
             &IndexStatus::NoTable,
-            &IndexStatus::Missing(
-                "CREATE INDEX \"messages_conv_id_sender_id_id\" ON \"messages\" (\"conv_id\", \"sender_id\", \"id\");"
+            // (conv_id, id, …) serves the conversation, not the sender after it (issue 24 #4:
+            // say what the existing index costs, not that none exists).
+            &IndexStatus::Partial {
+                index: "messages_pkey".into(),
+                leading: 1,
+                create: "CREATE INDEX \"messages_conv_id_sender_id_id\" ON \"messages\" (\"conv_id\", \"sender_id\", \"id\");"
                     .into()
-            ),
+            },
         ]
     );
 }

@@ -326,12 +326,12 @@ pub struct IndexJson {
     pub columns: Vec<String>,
     /// What reads by it.
     pub why: String,
-    /// `present`, `missing`, `view` (the index belongs on the table under the view) or
+    /// `present`, `partial`, `missing`, `view` (the index belongs on the table under the view) or
     /// `no_table`.
     pub status: &'static str,
-    /// The index found (`present`).
+    /// The index found (`present`; `partial`: one that serves the leading columns only).
     pub index: Option<String>,
-    /// The statement that creates one (`missing`).
+    /// The statement that creates one (`missing`, `partial`).
     pub create: Option<String>,
 }
 
@@ -341,6 +341,9 @@ impl IndexJson {
         use crate::inspect::indexes::IndexStatus;
         let (status, index, create) = match &c.status {
             IndexStatus::Present(name) => ("present", Some(name.clone()), None),
+            IndexStatus::Partial { index, create, .. } => {
+                ("partial", Some(index.clone()), Some(create.clone()))
+            }
             IndexStatus::Missing(sql) => ("missing", None, Some(sql.clone())),
             IndexStatus::View => ("view", None, None),
             IndexStatus::NoTable => ("no_table", None, None),

@@ -277,6 +277,20 @@ pub fn plan_header(
                 )?;
                 writeln!(w, "    {sql}")?
             }
+            IndexStatus::Partial {
+                index,
+                leading,
+                create,
+            } => {
+                writeln!(
+                    w,
+                    "  partly   {what}: {index} serves ({}): each batch reads its conversations by it, then all of each conversation's rows to find ({}) ({}); that costs as much as a conversation is large",
+                    c.need.columns[..*leading].join(", "),
+                    c.need.columns[*leading..].join(", "),
+                    c.need.why
+                )?;
+                writeln!(w, "    {create}")?
+            }
             IndexStatus::View => writeln!(
                 w,
                 "  view     {what}: the table under the view needs it ({})",
