@@ -46,6 +46,7 @@ mod generate;
 mod house;
 mod inspect;
 mod json_output;
+mod mattermost;
 mod least_privilege;
 mod mapping_fuzz;
 mod numeric_edges;
