@@ -56,6 +56,7 @@ mod provenance;
 mod report_files;
 mod runner_lock;
 mod scenarios;
+mod several_counters;
 mod secrets;
 mod snapshot;
 mod synapse;
