@@ -28,8 +28,15 @@
     without the second pass: `range3` is then not placed (bind the batch twice). The pass
     then carries only what the count needs (no classification facts): the countable messages
     alone, two running sums instead of five, rows a quarter as wide to sort (PostgreSQL
-    15, 5 000 members: 41 ms a batch with every fact carried). -#}
+    15, 5 000 members: 41 ms a batch with every fact carried).
+
+    A mention counter (`ctr.mentions`, issue 22) streams one row per (message, mentioned
+    user) in place of the messages (mention_macros.sql `stream`), the mentioned user as
+    `sender`, its own-message rows already left out of `c`: its counts are then the
+    (conversation, sender) partitions alone (`a_own`, `x_own`, `t_own`), each member's own
+    mentions above its threshold, in the same one pass. -#}
 {% import "macros.sql" as m %}
+{% import "mention_macros.sql" as mm %}
 {% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
   SELECT tm_k.conv AS conv, tm_k.usr AS usr, tm_k.stored AS stored,
@@ -71,9 +78,13 @@ tm_s1 AS (
   FROM tm_t
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, 1, NULL, NULL
+{% if ctr.mentions %}
+  FROM ({{ mm.stream(m, msg, ctr, int, range2, true) }}) tm_f
+{% else %}
   FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
+{% endif %}
   JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
 ),
 tm_w1 AS (
@@ -86,7 +97,7 @@ SELECT COUNT(*) AS n
 FROM tm_w1 tm_w
 WHERE tm_w.kind = 0
   AND (tm_w.stored IS NULL
-       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN tm_w.a_all - tm_w.a_own ELSE 0 END", cap) }})
+       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN " ~ ("tm_w.a_own" if ctr.mentions else "tm_w.a_all - tm_w.a_own") ~ " ELSE 0 END", cap) }})
 {% else %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
@@ -95,6 +106,9 @@ tm_s1 AS (
   FROM tm_t
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, tm_f.c, tm_f.l, tm_f.x, NULL, NULL, NULL, NULL, NULL
+{% if ctr.mentions %}
+  FROM ({{ mm.stream(m, msg, ctr, int, range2, false) }}) tm_f
+{% else %}
   FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
                CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c,
                CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS l,
@@ -105,6 +119,7 @@ tm_s1 AS (
 {% endif %}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE 1 = 1{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
+{% endif %}
   JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
 ),
 tm_w1 AS (
@@ -121,11 +136,11 @@ tm_d AS {{ materialized }} (
   SELECT tm_v.conv, tm_v.usr, tm_v.stored, tm_v.recomputed, tm_v.last_read_id, tm_v.source,
          tm_v.is_member, tm_v.join_pos, tm_v.own_after, tm_v.excluded_after
   FROM (SELECT tm_w.conv AS conv, tm_w.sender AS usr, tm_w.stored AS stored,
-               CASE WHEN tm_w.is_member = 1 THEN tm_w.a_all - tm_w.a_own ELSE 0 END AS recomputed,
+               CASE WHEN tm_w.is_member = 1 THEN {% if ctr.mentions %}tm_w.a_own{% else %}tm_w.a_all - tm_w.a_own{% endif %} ELSE 0 END AS recomputed,
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
                CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own END AS own_after,
-               tm_w.x_all - tm_w.x_own AS excluded_after
+               {% if ctr.mentions %}tm_w.x_own{% else %}tm_w.x_all - tm_w.x_own{% endif %} AS excluded_after
         FROM tm_w1 tm_w
         WHERE tm_w.kind = 0) tm_v
   WHERE tm_v.stored IS NULL
@@ -143,9 +158,13 @@ tm_s2 AS (
   FROM tm_d
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+{% if ctr.mentions %}
+  FROM ({{ mm.stream(m, msg, ctr, int, range3, true) }}) tm_f
+{% else %}
   FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range3, msg.conv_k) }}) tm_f
+{% endif %}
   JOIN tm_dc ON tm_dc.tm_conv = tm_f.conv
 ),
 tm_w2 AS (
@@ -161,7 +180,7 @@ SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
        CAST({{ m.clamp("tm_r.own_after", cap) }} AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
-       CAST({{ m.clamp("tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable
+       CAST({{ m.clamp("tm_r.t_own" if ctr.mentions else "tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable
 FROM tm_w2 tm_r
 WHERE tm_r.kind = 0
 ORDER BY {{ m.in_order("tm_r.conv", ctr.conv_k) }}, tm_r.sender

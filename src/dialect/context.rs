@@ -146,6 +146,18 @@ pub struct CtrIdents {
     pub conv_k: KeyCompare,
     /// How `user` is compared.
     pub user_k: KeyCompare,
+    /// A mention counter's mentions table (issue 22), quoted; None for an unread counter.
+    pub mentions: Option<MentionIdents>,
+}
+
+/// A quoted `mentions` table of a mention counter: `message` matches the messages column
+/// `key` (`messages.id` unless the mapping names another), `user` is the mentioned user.
+#[derive(Debug, Clone, Serialize)]
+pub struct MentionIdents {
+    pub table: String,
+    pub message: String,
+    pub user: String,
+    pub key: String,
 }
 
 /// One quoted `[[evidence]]` entry (`conv` empty for a timestamp keyed by the user alone).
@@ -236,6 +248,12 @@ impl SqlContext {
                 ),
                 conv_k: KeyCompare::default(),
                 user_k: KeyCompare::default(),
+                mentions: ctr.mentions.as_ref().map(|mn| MentionIdents {
+                    table: q(&mn.table),
+                    message: q(&mn.message),
+                    user: q(&mn.user),
+                    key: q(mn.key.as_deref().unwrap_or(&m.id)),
+                }),
             },
             evidence: mapping
                 .evidence

@@ -12,6 +12,14 @@ use super::context::SqlContext;
 const TEMPLATES: &[(&str, &str)] = &[
     ("macros.sql", include_str!("../../sql/common/macros.sql")),
     (
+        "mention_macros.sql",
+        include_str!("../../sql/common/mention_macros.sql"),
+    ),
+    (
+        "preflight_mentions.sql",
+        include_str!("../../sql/common/preflight_mentions.sql"),
+    ),
+    (
         "evidence_macros.sql",
         include_str!("../../sql/common/evidence_macros.sql"),
     ),

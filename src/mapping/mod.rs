@@ -24,6 +24,9 @@ use crate::error::input_error;
 
 #[cfg(test)]
 mod evidence_forms_tests;
+mod counters;
+#[cfg(test)]
+mod counters_tests;
 mod locator;
 mod parse;
 mod policy;
@@ -39,7 +42,7 @@ pub use predicates::parse_predicate;
 pub use rows::{ContractTargets, DropColumn, RowRefs};
 pub use types::{
     Combine, Counter, DropKind, Evidence, EvidenceKind, EvidencePolicy, EvidenceSource, KeyedTable,
-    Lookup, Mapping, Members, Messages, PredicateSite, RawContract, Shape, Watermarks,
+    Lookup, Mapping, Members, Mentions, Messages, PredicateSite, RawContract, Shape, Watermarks,
 };
 pub use validate::{check_identifier, check_predicate};
 

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use toml::Spanned;
 
 use super::locator::{line_col, section, Locator};
-use super::raw::{RawEvidence, RawMapping};
+use super::raw::{RawEvidence, RawFile, RawMapping};
 use super::rows::{RowChecks, RowRefs};
 use super::types::{
     Counter, EvidencePolicy, Mapping, Members, Messages, PredicateSite, Watermarks,
@@ -50,7 +50,8 @@ impl Mapping {
     /// Errors (exit 2): as [`Mapping::load`], the message starting with `origin:line:col:`.
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Mapping> {
         let loc = Locator { text, origin };
-        let raw: RawMapping = toml::from_str(text).map_err(|e| loc.at(e.span(), e.message()))?;
+        let file: RawFile = toml::from_str(text).map_err(|e| loc.at(e.span(), e.message()))?;
+        let raw = RawMapping::from_file(text, file).map_err(|(span, msg)| loc.at(Some(span), &msg))?;
         let messages: Messages = section(&loc, &raw.messages, "messages")?;
         let members: Option<Members> = match &raw.members {
             Some(t) => Some(section(&loc, t, "members")?),
@@ -83,8 +84,27 @@ impl Mapping {
             conversations.is_some(),
             users.is_some(),
         )?;
+        let counters = super::counters::parse(
+            &loc,
+            &raw,
+            &counter,
+            &messages,
+            members.as_ref(),
+            &evidence,
+            contract.is_some(),
+            RowRefs {
+                conv: conversations.is_some(),
+                usr: users.is_some(),
+            },
+        )?;
+        // One counter keeps its fingerprint; several are the list (issue 22).
+        let counter_json = if counters.len() > 1 {
+            serde_json::to_value(&counters)?
+        } else {
+            serde_json::to_value(&counter)?
+        };
         let mut normalised = serde_json::json!({
-            "messages": messages, "members": members, "counter": counter,
+            "messages": messages, "members": members, "counter": counter_json,
             "evidence": evidence, "watermarks": watermarks,
         });
         // Only a policy other than the default changes the fingerprint (mappings written
@@ -130,6 +150,7 @@ impl Mapping {
             ),
             (&raw.counter, "counter.value", &counter.value),
             (&raw.counter, "counter.rows", &counter.rows),
+            (&raw.counter, "counter.countable", &counter.countable),
         ] {
             if let Some(pred) = value {
                 let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
@@ -139,6 +160,19 @@ impl Mapping {
                     text: pred.clone(),
                     at: format!("{origin}:{line}:{col}"),
                 });
+            }
+        }
+        for (i, (c, table)) in counters.iter().zip(&raw.counters).enumerate().skip(1) {
+            for (key, value) in [("value", &c.value), ("rows", &c.rows), ("countable", &c.countable)] {
+                if let Some(pred) = value {
+                    let span = loc.value_span(table, key);
+                    let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
+                    predicates.push(PredicateSite {
+                        key: format!("counter[{}].{key}", i + 1),
+                        text: pred.clone(),
+                        at: format!("{origin}:{line}:{col}"),
+                    });
+                }
             }
         }
         for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
@@ -172,6 +206,9 @@ impl Mapping {
         for (i, t) in raw.evidence.iter().enumerate() {
             sections.push((format!("evidence[{}]", i + 1), t));
         }
+        for (i, t) in raw.counters.iter().enumerate().skip(1) {
+            sections.push((format!("counter[{}]", i + 1), t));
+        }
         let mut locations = std::collections::BTreeMap::new();
         for (name, table) in sections {
             for key in table.get_ref().keys() {
@@ -186,6 +223,7 @@ impl Mapping {
             messages,
             members,
             counter,
+            counters,
             evidence,
             watermarks,
             policy,

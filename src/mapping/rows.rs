@@ -93,10 +93,19 @@ impl Mapping {
     /// What the contract drops ([`ContractTargets`]).
     pub fn contract_targets(&self) -> ContractTargets {
         match &self.contract {
-            None => ContractTargets::Columns(vec![DropColumn {
-                table: self.counter_table().to_string(),
-                column: self.counter.column.clone(),
-            }]),
+            // Each counter's column (issue 22: several counters, one table).
+            None => ContractTargets::Columns(
+                self.counters
+                    .iter()
+                    .map(|c| DropColumn {
+                        table: c
+                            .table
+                            .clone()
+                            .unwrap_or_else(|| self.messages.table.clone()),
+                        column: c.column.clone(),
+                    })
+                    .collect(),
+            ),
             Some(c) => match c.drop {
                 DropKind::Nothing => ContractTargets::Nothing,
                 DropKind::Table => ContractTargets::Table(c.table.clone().unwrap_or_default()),

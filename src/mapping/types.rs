@@ -14,8 +14,12 @@ pub struct Mapping {
     pub messages: Messages,
     /// Membership (optional): active flag and join positions.
     pub members: Option<Members>,
-    /// The legacy counter that the contract stage drops.
+    /// The legacy counter that the contract stage drops: the first (or only) counter of the
+    /// file, the one `[[evidence]] kind = "counter"` reads.
     pub counter: Counter,
+    /// Every counter of the file in its order (issue 22: `[[counter]]` several times, each
+    /// with a `name`); one element for a single `[counter]`. See [`Mapping::per_counter`].
+    pub counters: Vec<Counter>,
     /// Read evidence, best first.
     pub evidence: Vec<Evidence>,
     /// The watermark table that `expand` creates.
@@ -135,6 +139,39 @@ pub struct Counter {
     /// What several rows per member mean: `single` (the default: bad input) or `sum`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub combine: Option<Combine>,
+    /// The counter's name (issue 22): required and unique when the file has several
+    /// `[[counter]]` entries; the report's `counter` column, the summary's and the metrics'
+    /// `counter` label. Left out of the fingerprint when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// An SQL predicate over the messages row `this` (and `conv`): what this counter counts
+    /// besides `messages.countable` (ANDed with it, and with `legacy_countable`: e.g. root
+    /// posts only, `this.root_id = ''`). Left out of the fingerprint when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub countable: Option<String>,
+    /// A mention counter (issue 22): it counts the countable messages after the watermark
+    /// that mention the member, the mentions given by this table. Left out of the fingerprint
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mentions: Option<Mentions>,
+}
+
+/// `[[counter]] mentions = { table = "mentions", message = "post_id", user = "user_id" }`:
+/// one row per (message, mentioned user). `message` matches the messages column `key`
+/// (default `messages.id`, the position); a row whose message is not found, or whose message
+/// the member sent, mentions nobody (semantics.md, "Several counters per member").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mentions {
+    /// The mentions table, optionally `schema.table`.
+    pub table: String,
+    /// Its column naming the message (matched against the messages column `key`).
+    pub message: String,
+    /// Its column naming the mentioned user (a user key, as `members.user`).
+    pub user: String,
+    /// The messages column `message` is matched against (default: `messages.id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// An evidence kind (`shared/spec/semantics.md`, "Backfill").

@@ -39,6 +39,20 @@ pub(super) fn mapping(
     )
 }
 
+/// The checks of one counter table (a second `[[counter]]` entry's; the first is checked by
+/// [`mapping`]): identifiers and what its shape needs.
+///
+/// Errors (exit 2, `file:line:col:` at the key).
+pub(super) fn counter(
+    loc: &Locator<'_>,
+    c: &Spanned<toml::Table>,
+    counter: &Counter,
+    messages: &Messages,
+    has_members: bool,
+) -> anyhow::Result<()> {
+    Checker { loc }.counter(c, counter, messages, has_members)
+}
+
 /// The checks, with where to point their errors.
 struct Checker<'a> {
     loc: &'a Locator<'a>,

@@ -38,7 +38,56 @@ use crate::values::text;
 /// (`tidemark.toml:21:10: evidence[1].column = "nope" does not match the database: …`) and the
 /// database's message. Exit 3: a lock wait, a missing privilege (named with its GRANT), a
 /// database failure.
+///
+/// A mapping of several counters (issue 22) is checked once per counter, through each
+/// counter's view ([`Mapping::per_counter`]: its own `countable`, value and column), and a
+/// mention counter's mentions table with a zero-row join to the messages; the collations
+/// returned are the first view's.
 pub async fn preflight(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<KeyCollations> {
+    let mut first = None;
+    for view in mapping.per_counter() {
+        let collations = preflight_one(conn, &view, dialect).await?;
+        check_mentions(conn, &view, dialect).await?;
+        first.get_or_insert(collations);
+    }
+    first.ok_or_else(|| input_error("the mapping has no counter"))
+}
+
+/// A mention counter's mentions table (`[[counter]] mentions`): its columns and the messages
+/// column they match, with a zero-row query; nothing for another counter.
+///
+/// Errors (exit 2): the table or a column is missing, named by `counter.mentions` and where
+/// it is written; exit 3 for a lock wait or a missing privilege.
+async fn check_mentions(conn: &mut AnyConnection, view: &Mapping, dialect: Dialect) -> Result<()> {
+    let Some(mn) = &view.counter.mentions else {
+        return Ok(());
+    };
+    let ctx = SqlContext::new(view, dialect);
+    let sql = render("preflight_mentions.sql", &ctx, minijinja::context! {})?;
+    if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
+        let e = anyhow::Error::from(e);
+        if Dialect::error_is_lock_wait(&e) || is_permission_denied(&e) {
+            return Err(e);
+        }
+        return Err(input_error(format!(
+            "{} = {{ table = {:?}, message = {:?}, user = {:?} }} does not match the database (messages.{} is matched against the message column): {}",
+            view.located("counter.mentions"),
+            mn.table,
+            mn.message,
+            mn.user,
+            mn.key.as_deref().unwrap_or(&view.messages.id),
+            crate::error::masked(&format!("{e:#}"))
+        )));
+    }
+    Ok(())
+}
+
+/// [`preflight`] of one counter's view.
+async fn preflight_one(
     conn: &mut AnyConnection,
     mapping: &Mapping,
     dialect: Dialect,

@@ -122,6 +122,47 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     Ok(())
 }
 
+/// The drifting rows per class with up to 3 examples each, every line after `indent`.
+fn class_table(
+    w: &mut dyn Write,
+    indent: &str,
+    by_class: &std::collections::BTreeMap<String, u64>,
+    examples: &std::collections::BTreeMap<String, Vec<crate::stages::audit::Example>>,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "{indent}{:<22} {:>8}  examples (conversation/subject: stored -> recomputed)",
+        "class", "rows"
+    )?;
+    for class in crate::drift::DriftClass::ALL {
+        let n = by_class.get(class.as_str()).copied().unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        let examples = examples
+            .get(class.as_str())
+            .map(|ex| {
+                ex.iter()
+                    .map(|e| {
+                        format!(
+                            "{}/{}: {} -> {}",
+                            e.conversation,
+                            e.subject,
+                            e.stored
+                                .map(|v| v.to_string())
+                                .unwrap_or_else(|| "NULL".into()),
+                            e.recomputed
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_default();
+        writeln!(w, "{indent}{:<22} {:>8}  {examples}", class.as_str(), n)?;
+    }
+    Ok(())
+}
+
 /// Writes an audit summary for people.
 pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
     let cap = s
@@ -134,38 +175,28 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
         s.shape, s.rows_checked, s.drifting_rows, s.sum_abs_drift, s.max_abs_drift
     )?;
     notes(w, &s.notices)?;
-    if s.drifting_rows > 0 {
-        writeln!(
-            w,
-            "  {:<22} {:>8}  examples (conversation/subject: stored -> recomputed)",
-            "class", "rows"
-        )?;
-        for class in crate::drift::DriftClass::ALL {
-            let n = s.by_class.get(class.as_str()).copied().unwrap_or(0);
-            if n == 0 {
-                continue;
+    if s.counters.is_empty() {
+        if s.drifting_rows > 0 {
+            class_table(w, "  ", &s.by_class, &s.examples)?;
+        }
+    } else {
+        // Several counters (issue 22): each its own line and classes.
+        for c in &s.counters {
+            writeln!(
+                w,
+                "  counter {} ({}{}): {} rows checked, {} drifting; sum |drift| {}, largest |drift| {}: {}",
+                c.name,
+                c.value,
+                if c.mentions { ", mentions" } else { "" },
+                c.rows_checked,
+                c.drifting_rows,
+                c.sum_abs_drift,
+                c.max_abs_drift,
+                if c.passed { "PASS" } else { "FAIL" }
+            )?;
+            if c.drifting_rows > 0 {
+                class_table(w, "    ", &c.by_class, &c.examples)?;
             }
-            let examples = s
-                .examples
-                .get(class.as_str())
-                .map(|ex| {
-                    ex.iter()
-                        .map(|e| {
-                            format!(
-                                "{}/{}: {} -> {}",
-                                e.conversation,
-                                e.subject,
-                                e.stored
-                                    .map(|v| v.to_string())
-                                    .unwrap_or_else(|| "NULL".into()),
-                                e.recomputed
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .unwrap_or_default();
-            writeln!(w, "  {:<22} {:>8}  {examples}", class.as_str(), n)?;
         }
     }
     if let Some(b) = s.backfill_unfinished() {

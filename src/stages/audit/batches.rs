@@ -46,7 +46,14 @@ pub(super) async fn audit_batches(
     } = *run;
     let started = Instant::now();
     let partial = partial_path(&opts.report);
-    let mut report = ReportWriter::create(&opts.report, shape, opts.report_mode)?;
+    let mut report = if run.counters.len() > 1 {
+        // Several counters (issue 22): the per-member columns, then `counter`.
+        let mut header = crate::report::PER_MEMBER_HEADER.to_vec();
+        header.push("counter");
+        ReportWriter::with_header(&opts.report, &header, opts.report_mode)?
+    } else {
+        ReportWriter::create(&opts.report, shape, opts.report_mode)?
+    };
     if lo.is_some() {
         // Rows of the earlier parts come first.
         if let Err(e) = report.append_rows_from(&partial) {
@@ -66,7 +73,9 @@ pub(super) async fn audit_batches(
         }
     };
     let mut progress = opts.progress.start("audit", "rows", total, opts.quiet);
-    progress.advance(summary.rows_checked);
+    // Counter rows, each counted once however many counters it holds.
+    let per_row = run.counters.len().max(1) as u64;
+    progress.advance(summary.rows_checked / per_row);
     let mut stopped = false;
     let mut stopped_by = None;
     let mut last_heartbeat = Instant::now();
@@ -96,7 +105,7 @@ pub(super) async fn audit_batches(
             summary.batches += 1;
             // Rows covered, those of conversations left out by --min-age included (the total
             // counted them).
-            progress.advance(batch.rows.max(checked.max(0) as u64));
+            progress.advance(batch.rows.max(checked.max(0) as u64 / per_row));
             lo = Some(batch.hi);
             hi = None;
             if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
@@ -196,23 +205,12 @@ async fn audit_batch(
     summary: &mut AuditSummary,
     report: &mut ReportWriter,
 ) -> Result<(i64, Vec<DriftRow>)> {
-    let (ctx, opts, conv_kind) = (run.ctx, run.opts, run.conv_kind);
+    let (ctx, conv_kind) = (run.ctx, run.conv_kind);
     begin_snapshot(conn, ctx.dialect).await?;
     let mut drifting = Vec::new();
     let read: Result<i64> = async {
         // --min-age: this batch's conversations with recent writes, in its snapshot.
         batch.find_recent(conn, ctx.dialect, conv_kind).await?;
-        let count_sql = render(
-            "audit_count.sql",
-            ctx,
-            minijinja::context! { range => batch.params(ctx.dialect, 1) },
-        )?;
-        let sql = batch_statement(ctx, batch, opts.cap, false)?;
-        let checked: i64 = batch
-            .bind(sqlx::query(&count_sql))
-            .fetch_one(&mut *conn)
-            .await?
-            .try_get("n")?;
         let unwatermarked_sql = render(
             "audit_unwatermarked.sql",
             ctx,
@@ -224,23 +222,10 @@ async fn audit_batch(
             .await?
             .try_get("n")?;
         summary.members_without_watermark += unwatermarked.max(0) as u64;
-        // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
-        // The rows are streamed into the report as they arrive, never collected: a
-        // batch is whole conversations, and one channel can hold any number of
-        // drifting rows (the per-message audit of a 50 000-message conversation held
-        // them all: peak RSS 50 MiB, PostgreSQL, 400 000 members).
-        let mut rows =
-            bind_batch(batch, ctx, false, sqlx::query(&sql).persistent(false)).fetch(&mut *conn);
-        while let Some(row) = rows
-            .try_next()
-            .await
-            .context("running the audit statement")?
-        {
-            if let Some(d) = record_row(&row, run, summary, report)? {
-                if opts.store_rows {
-                    drifting.push(d);
-                }
-            }
+        // Each counter in turn, in the same snapshot (issue 22: one pass per counter).
+        let mut checked = 0;
+        for index in 0..run.counters.len() {
+            checked += counter_batch(conn, run, index, batch, summary, report, &mut drifting).await?;
         }
         Ok(checked)
     }
@@ -255,6 +240,57 @@ async fn audit_batch(
             Err(e)
         }
     }
+}
+
+/// One counter of one batch (counter `index` of the run): the rows it checks, counted, and
+/// its drifting rows recorded; returns the rows checked.
+///
+/// Errors: database or I/O failure.
+async fn counter_batch(
+    conn: &mut AnyConnection,
+    run: &BatchRun<'_>,
+    index: usize,
+    batch: &Batch,
+    summary: &mut AuditSummary,
+    report: &mut ReportWriter,
+    drifting: &mut Vec<DriftRow>,
+) -> Result<i64> {
+    let (ctx, opts) = (&run.counters[index].ctx, run.opts);
+    let count_sql = render(
+        "audit_count.sql",
+        ctx,
+        minijinja::context! { range => batch.params(ctx.dialect, 1) },
+    )?;
+    let sql = batch_statement(ctx, batch, opts.cap, false)?;
+    let checked: i64 = batch
+        .bind(sqlx::query(&count_sql))
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    if let Some(c) = summary.counters.get_mut(index) {
+        c.rows_checked += checked.max(0) as u64;
+    }
+    {
+        // Planned for this batch's range, not kept as a generic plan (see backfill.rs).
+        // The rows are streamed into the report as they arrive, never collected: a
+        // batch is whole conversations, and one channel can hold any number of
+        // drifting rows (the per-message audit of a 50 000-message conversation held
+        // them all: peak RSS 50 MiB, PostgreSQL, 400 000 members).
+        let mut rows =
+            bind_batch(batch, ctx, false, sqlx::query(&sql).persistent(false)).fetch(&mut *conn);
+        while let Some(row) = rows
+            .try_next()
+            .await
+            .context("running the audit statement")?
+        {
+            if let Some(d) = record_row(&row, run, index, summary, report)? {
+                if opts.store_rows {
+                    drifting.push(d);
+                }
+            }
+        }
+    }
+    Ok(checked)
 }
 
 /// The statements one audit batch runs, rendered for this mapping and dialect with the batch's

@@ -12,8 +12,9 @@ use crate::mapping::Shape;
 use crate::report::{cell, text_cell, ReportWriter};
 use crate::stages::Key;
 
-/// Decodes one row of the audit statement, classifies it and records it (summary, examples,
-/// report); returns the row for `--store-rows`, or None when it does not drift after all
+/// Decodes one row of the audit statement of counter `index` of the run, classifies it and
+/// records it (summary, its counter's when the mapping has several, examples, report; the
+/// report's `counter` cell then names it); returns the row for `--store-rows`, or None when it does not drift after all
 /// (the statement compares clamped values; classification has the last word).
 ///
 /// Errors: a column missing or of another type than the template promises (a bug, exit 3),
@@ -21,6 +22,7 @@ use crate::stages::Key;
 pub(super) fn record_row(
     row: &sqlx::any::AnyRow,
     run: &BatchRun<'_>,
+    index: usize,
     summary: &mut AuditSummary,
     report: &mut ReportWriter,
 ) -> Result<Option<ledger::DriftRow>> {
@@ -76,27 +78,35 @@ pub(super) fn record_row(
     let Some(d) = classify(&facts, cap) else {
         return Ok(None);
     };
-    summary.drifting_rows += 1;
     // |drift| can exceed i64 (a stored i64::MIN): the summary's sum and largest value
     // saturate at i64::MAX, never wrap (issue 25 row 2); the report keeps the exact drift.
     let abs = d.drift.map_or(0, |x| saturate(x.unsigned_abs()));
-    summary.sum_abs_drift = summary.sum_abs_drift.saturating_add(abs);
-    summary.max_abs_drift = summary.max_abs_drift.max(abs);
-    *summary
-        .by_class
-        .entry(d.class.as_str().to_string())
-        .or_default() += 1;
-    let examples = summary
-        .examples
-        .entry(d.class.as_str().to_string())
-        .or_default();
-    if examples.len() < 3 {
-        examples.push(Example {
-            conversation: conv.to_string(),
-            subject: subject.to_string(),
-            stored: d.stored,
-            recomputed: d.recomputed,
-        });
+    let example = Example {
+        conversation: conv.to_string(),
+        subject: subject.to_string(),
+        stored: d.stored,
+        recomputed: d.recomputed,
+    };
+    let class = d.class.as_str();
+    tally(
+        (
+            &mut summary.drifting_rows,
+            &mut summary.sum_abs_drift,
+            &mut summary.max_abs_drift,
+        ),
+        (&mut summary.by_class, &mut summary.examples),
+        class,
+        abs,
+        &example,
+    );
+    if let Some(c) = summary.counters.get_mut(index) {
+        tally(
+            (&mut c.drifting_rows, &mut c.sum_abs_drift, &mut c.max_abs_drift),
+            (&mut c.by_class, &mut c.examples),
+            class,
+            abs,
+            &example,
+        );
     }
     let key_cell = |key: &Key| match key {
         Key::Text(t) => text_cell(t, run.opts.spreadsheet_safe),
@@ -114,6 +124,9 @@ pub(super) fn record_row(
         cells.push(cell(last_read));
         cells.push(source.unwrap_or_default());
     }
+    if run.counters.len() > 1 {
+        cells.push(run.counters[index].name.clone());
+    }
     report.row(&cells)?;
     Ok(Some(ledger::DriftRow {
         conversation: conv.to_string(),
@@ -123,6 +136,27 @@ pub(super) fn record_row(
         drift: d.drift.map(saturate),
         class: d.class.as_str(),
     }))
+}
+
+/// The drifting-row numbers and the per-class tallies a drifting row adds to.
+type Numbers<'a> = (&'a mut u64, &'a mut i64, &'a mut i64);
+type Classes<'a> = (
+    &'a mut std::collections::BTreeMap<String, u64>,
+    &'a mut std::collections::BTreeMap<String, Vec<Example>>,
+);
+
+/// Adds one drifting row of `class` and |drift| `abs` (saturated) to a summary's numbers:
+/// the run's, or one counter's (issue 22); the example kept while its class has fewer than 3.
+fn tally(numbers: Numbers<'_>, classes: Classes<'_>, class: &str, abs: i64, example: &Example) {
+    let (rows, sum, max) = numbers;
+    *rows += 1;
+    *sum = sum.saturating_add(abs);
+    *max = (*max).max(abs);
+    *classes.0.entry(class.to_string()).or_default() += 1;
+    let examples = classes.1.entry(class.to_string()).or_default();
+    if examples.len() < 3 {
+        examples.push(example.clone());
+    }
 }
 
 /// `x` as an i64, saturated at `i64::MIN` / `i64::MAX` (the summary's sums and the ledger's

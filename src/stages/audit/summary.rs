@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use std::path::Path;
 
-use super::types::{AuditOptions, AuditSummary};
+use super::types::{AuditOptions, AuditSummary, CounterSummary};
 use crate::error::input_error;
 use crate::mapping::Mapping;
 
@@ -24,50 +24,71 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
         }
         let _ = writeln!(out, "{name}{{{labels}{extra}}} {value}");
     };
-    gauge(
-        "tidemark_audit_rows_checked",
-        "Rows compared by the last audit.",
-        "",
-        s.rows_checked.to_string(),
-    );
-    gauge(
-        "tidemark_audit_drifting_rows_all",
-        "Drifting rows found by the last audit, every class (a gauge: Prometheus keeps _total for counters).",
-        "",
-        s.drifting_rows.to_string(),
-    );
-    for (class, n) in &s.by_class {
+    // Several counters (issue 22): each drift gauge once per counter, labelled `counter`.
+    let per_counter: Vec<(String, DriftNumbers)> = if s.counters.is_empty() {
+        vec![(String::new(), DriftNumbers::of_run(s))]
+    } else {
+        s.counters
+            .iter()
+            .map(|c| (format!(",counter=\"{}\"", c.name), DriftNumbers::of_counter(c)))
+            .collect()
+    };
+    for (label, n) in &per_counter {
         gauge(
-            "tidemark_audit_drifting_rows",
-            "Drifting rows per drift class.",
-            &format!(",class=\"{class}\""),
-            n.to_string(),
+            "tidemark_audit_rows_checked",
+            "Rows compared by the last audit.",
+            label,
+            n.rows_checked.to_string(),
         );
     }
-    gauge(
-        "tidemark_audit_abs_drift_sum",
-        "Sum of |stored - recomputed| over drifting rows.",
-        "",
-        s.sum_abs_drift.to_string(),
-    );
-    gauge(
-        "tidemark_audit_abs_drift_max",
-        "Largest |stored - recomputed|.",
-        "",
-        s.max_abs_drift.to_string(),
-    );
+    for (label, n) in &per_counter {
+        gauge(
+            "tidemark_audit_drifting_rows_all",
+            "Drifting rows found by the last audit, every class (a gauge: Prometheus keeps _total for counters).",
+            label,
+            n.drifting_rows.to_string(),
+        );
+    }
+    for (label, n) in &per_counter {
+        for (class, k) in n.by_class {
+            gauge(
+                "tidemark_audit_drifting_rows",
+                "Drifting rows per drift class.",
+                &format!("{label},class=\"{class}\""),
+                k.to_string(),
+            );
+        }
+    }
+    for (label, n) in &per_counter {
+        gauge(
+            "tidemark_audit_abs_drift_sum",
+            "Sum of |stored - recomputed| over drifting rows.",
+            label,
+            n.sum_abs_drift.to_string(),
+        );
+    }
+    for (label, n) in &per_counter {
+        gauge(
+            "tidemark_audit_abs_drift_max",
+            "Largest |stored - recomputed|.",
+            label,
+            n.max_abs_drift.to_string(),
+        );
+    }
     gauge(
         "tidemark_audit_duration_seconds",
         "Wall time of the audit (all parts).",
         "",
         format!("{:.3}", s.duration_ms as f64 / 1000.0),
     );
-    gauge(
-        "tidemark_audit_passed",
-        "1 when drift was within tolerance.",
-        "",
-        u8::from(s.passed).to_string(),
-    );
+    for (label, n) in &per_counter {
+        gauge(
+            "tidemark_audit_passed",
+            "1 when drift was within tolerance.",
+            label,
+            u8::from(n.passed).to_string(),
+        );
+    }
     gauge(
         "tidemark_audit_complete",
         "1 when every row in scope was covered.",
@@ -106,6 +127,40 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
     Ok(())
 }
 
+/// The drift numbers the metrics file writes per counter (issue 22), or once for the run.
+struct DriftNumbers<'a> {
+    rows_checked: u64,
+    drifting_rows: u64,
+    by_class: &'a std::collections::BTreeMap<String, u64>,
+    sum_abs_drift: i64,
+    max_abs_drift: i64,
+    passed: bool,
+}
+
+impl DriftNumbers<'_> {
+    fn of_run(s: &AuditSummary) -> DriftNumbers<'_> {
+        DriftNumbers {
+            rows_checked: s.rows_checked,
+            drifting_rows: s.drifting_rows,
+            by_class: &s.by_class,
+            sum_abs_drift: s.sum_abs_drift,
+            max_abs_drift: s.max_abs_drift,
+            passed: s.passed,
+        }
+    }
+
+    fn of_counter(c: &CounterSummary) -> DriftNumbers<'_> {
+        DriftNumbers {
+            rows_checked: c.rows_checked,
+            drifting_rows: c.drifting_rows,
+            by_class: &c.by_class,
+            sum_abs_drift: c.sum_abs_drift,
+            max_abs_drift: c.max_abs_drift,
+            passed: c.passed,
+        }
+    }
+}
+
 /// Writes `bytes` to `tmp`, which is to replace `dest`: with the replaced file's mode, owner and
 /// group where permitted (issue 25, row 12); a new metrics file keeps the mode the umask gives
 /// (node_exporter, another user, reads it; it names no user).
@@ -128,6 +183,50 @@ pub(super) fn empty_scope(mapping: &Mapping, scope: &[String]) -> anyhow::Error 
     input_error(format!(
         "the audit checked no row (scope: {what}): an empty scope proves nothing (a mistyped range?); --allow-empty accepts it"
     ))
+}
+
+/// The empty per-counter summaries of a mapping of several counters (issue 22), every class
+/// listed; none for one counter.
+pub(super) fn counter_summaries(mapping: &Mapping) -> Vec<CounterSummary> {
+    if !mapping.several_counters() {
+        return Vec::new();
+    }
+    mapping
+        .counters
+        .iter()
+        .map(|c| CounterSummary {
+            name: c.name.clone().unwrap_or_default(),
+            value: c.value.clone().unwrap_or_else(|| c.column.clone()),
+            mentions: c.mentions.is_some(),
+            by_class: crate::drift::DriftClass::ALL
+                .iter()
+                .map(|k| (k.as_str().to_string(), 0))
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The tolerance limits crossed: the run's ([`crossed`]) for one counter; with several
+/// (issue 22), each counter's against the same limits (recorded in its summary, its
+/// `passed` set), the run's list being theirs prefixed `counter NAME: `.
+pub(super) fn crossed_per_counter(s: &mut AuditSummary, opts: &AuditOptions) -> Vec<String> {
+    if s.counters.is_empty() {
+        return crossed(s, opts);
+    }
+    let mut out = Vec::new();
+    for c in &mut s.counters {
+        let numbers = AuditSummary {
+            rows_checked: c.rows_checked,
+            drifting_rows: c.drifting_rows,
+            max_abs_drift: c.max_abs_drift,
+            ..Default::default()
+        };
+        c.crossed = crossed(&numbers, opts);
+        c.passed = c.crossed.is_empty();
+        out.extend(c.crossed.iter().map(|x| format!("counter {}: {x}", c.name)));
+    }
+    out
 }
 
 /// The tolerance limits the summary crosses, each as a sentence (only the limits checked).

@@ -177,6 +177,41 @@ pub struct AuditSummary {
     /// the right to read it). When it did not finish, the drift includes the members it has
     /// not reached, the summary says so, and the gate does not count the audit.
     pub backfill: Option<BackfillState>,
+    /// Each counter's own numbers when the mapping has several (issue 22), in the mapping's
+    /// order; empty (and left out of the JSON) for one counter. The run's fields above are
+    /// then their totals (`rows_checked`: counter values compared, each member once per
+    /// counter), and the run passes only when every counter does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterSummary>,
+}
+
+/// One counter's audit when the mapping has several (issue 22): the same numbers as the
+/// run's, for its rows alone, and its verdict against the run's tolerance.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CounterSummary {
+    /// `[[counter]] name`.
+    pub name: String,
+    /// The column (or `value`) the counter reads, as the mapping gives it.
+    pub value: String,
+    /// Whether it is a mention counter (`mentions`).
+    pub mentions: bool,
+    /// Counter rows compared.
+    pub rows_checked: u64,
+    /// Its drifting rows (NULL counters included).
+    pub drifting_rows: u64,
+    /// Sum of |drift|, saturated at `i64::MAX`.
+    pub sum_abs_drift: i64,
+    /// Largest |drift|, saturated at `i64::MAX`.
+    pub max_abs_drift: i64,
+    /// Drifting rows per class, every class listed.
+    pub by_class: BTreeMap<String, u64>,
+    /// Up to 3 example rows per class.
+    pub examples: BTreeMap<String, Vec<Example>>,
+    /// Tolerance limits crossed by this counter (empty when it passed).
+    pub crossed: Vec<String>,
+    /// Whether this counter's drift is within tolerance.
+    pub passed: bool,
 }
 
 impl AuditSummary {
@@ -208,4 +243,17 @@ pub struct BatchRun<'a> {
     pub user_kind: KeyKind,
     /// The conversation key's kind.
     pub conv_kind: KeyKind,
+    /// Each counter's name and SQL context (its view of the mapping:
+    /// [`crate::mapping::Mapping::per_counter`]), in the mapping's order; one for a mapping
+    /// of one counter. `ctx` is the first's.
+    pub counters: &'a [CounterRun],
+}
+
+/// One counter an audit batch checks: its name (empty when the mapping has one counter) and
+/// its statements' context.
+pub struct CounterRun {
+    /// `[[counter]] name`.
+    pub name: String,
+    /// The mapping's view of this counter, rendered for the dialect.
+    pub ctx: SqlContext,
 }

@@ -121,6 +121,10 @@ pub async fn run(
         sqlx::query(setting).execute(&mut *conn).await?;
     }
     let collations = schema::preflight(conn, mapping, dialect).await?;
+    // The counter evidence is the first counter's (issue 22), read through its view (its
+    // own `countable`); the fingerprint is the mapping's.
+    let view = mapping.evidence_view();
+    let mapping = &view;
     for (table, what) in [
         (mapping.watermarks.table.as_str(), "watermark"),
         (crate::tables::LEDGER_TABLE, "ledger"),

@@ -133,6 +133,19 @@ pub async fn run(
 ///
 /// Errors (exit 2): `--drop-table` or `--archive FILE` with a `[contract]` section.
 fn check_form(mapping: &Mapping, opts: &ContractOptions) -> Result<()> {
+    if mapping.contract.is_none() && mapping.several_counters() {
+        if opts.drop_table {
+            return Err(input_error(
+                "--drop-table: the mapping has several counters, each a column of the counter table: tidemark drops the columns (add a [contract] section with drop = \"table\" to drop the table)",
+            ));
+        }
+        if opts.archive_csv.is_some() {
+            return Err(input_error(
+                "--archive FILE: the mapping has several counters; the archive table tidemark_counter_archive holds every dropped value (query it per counter_table, counter_column)",
+            ));
+        }
+        return Ok(());
+    }
     if mapping.contract.is_none() {
         return Ok(());
     }

@@ -93,7 +93,12 @@ pub struct Keys {
 /// archive).
 pub fn targets_of(mapping: &Mapping, drop_table: bool) -> Result<Vec<Target>> {
     if mapping.contract.is_none() {
-        return Ok(vec![counter_target(mapping, drop_table)]);
+        // Each counter's column (issue 22: several counters, one table).
+        return Ok(mapping
+            .per_counter()
+            .iter()
+            .map(|view| counter_target(view, drop_table))
+            .collect());
     }
     let shape = mapping.counter.shape;
     Ok(match mapping.contract_targets() {

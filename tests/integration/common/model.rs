@@ -297,12 +297,83 @@ fn add(a: &mut Audit, drift: Option<i64>, class: &str) {
     }
 }
 
+/// One of several counters per member (semantics.md "Several counters per member", issue
+/// 22): its name (the report's last column), its stored values, what it counts besides
+/// `countable` (`only`: root messages, say; also what it counted then) and, for a mention
+/// counter, the (message position, mentioned user) pairs.
+pub struct CounterModel<'a> {
+    /// `[[counter]] name`.
+    pub name: &'a str,
+    /// The stored values per member (a value may be NULL).
+    pub stored: &'a BTreeMap<Key, Option<i64>>,
+    /// The counter's own predicate over a message.
+    pub only: &'a dyn Fn(&Msg) -> bool,
+    /// A mention counter's mentions: (message position, user).
+    pub mentions: Option<&'a std::collections::BTreeSet<(i64, String)>>,
+}
+
+/// The audit rows of one of several counters, each row ending with the counter's name.
+/// The model's reading: a counter counts what an unread counter counts restricted to
+/// `only`; a mention counter counts, of those, the messages mentioning the member: its
+/// recomputed value is the countable messages after the watermark that mention the member
+/// and are not the member's own (own messages never mention-count), `own` the member's own
+/// messages mentioning itself after it, `excluded` the not countable ones of others
+/// mentioning it, `total` every countable mention of it by others after its join.
+pub fn audit_counter(
+    l: &Legacy,
+    wms: &BTreeMap<Key, Watermark>,
+    cap: Option<i64>,
+    c: &CounterModel<'_>,
+) -> Audit {
+    let mut a = Audit {
+        rows_checked: c.stored.len() as u64,
+        ..Default::default()
+    };
+    for (key, &stored) in c.stored {
+        let keep = |m: &Msg, user: &str| {
+            (c.only)(m)
+                && c
+                    .mentions
+                    .is_none_or(|mn| mn.contains(&(m.id, user.to_string())))
+        };
+        let facts = member_facts_of(l, wms, key, stored, &keep);
+        if let Some((sc, rc, drift, class)) = classify(&facts, cap) {
+            add(&mut a, drift, class);
+            let wm = wms.get(key);
+            a.rows.push(vec![
+                key.0.clone(),
+                key.1.clone(),
+                cell(sc),
+                rc.to_string(),
+                cell(drift),
+                class.to_string(),
+                cell(wm.map(|w| w.last_read_id)),
+                wm.map(Watermark::provenance).unwrap_or_default(),
+                c.name.to_string(),
+            ]);
+        }
+    }
+    a.rows.sort();
+    a
+}
+
 /// Shape A: the facts of one counter row.
 fn member_facts(
     l: &Legacy,
     wms: &BTreeMap<Key, Watermark>,
     key: &Key,
     stored: Option<i64>,
+) -> Facts {
+    member_facts_of(l, wms, key, stored, &|_, _| true)
+}
+
+/// Shape A: the facts of one counter row, of the messages `keep` keeps for the member.
+fn member_facts_of(
+    l: &Legacy,
+    wms: &BTreeMap<Key, Watermark>,
+    key: &Key,
+    stored: Option<i64>,
+    keep: &dyn Fn(&Msg, &str) -> bool,
 ) -> Facts {
     let (conv, user) = key;
     let member = l.members.get(key);
@@ -312,8 +383,12 @@ fn member_facts(
     let after_join = |pos: i64| join.is_none_or(|j| pos > j);
     let t = join.map_or(wm, |j| wm.max(j));
     let not_own = |m: &Msg| m.sender.as_deref() != Some(user.as_str());
-    let count =
-        |f: &dyn Fn(&Msg) -> bool| l.msgs.iter().filter(|m| &m.conv == conv && f(m)).count() as i64;
+    let count = |f: &dyn Fn(&Msg) -> bool| {
+        l.msgs
+            .iter()
+            .filter(|m| &m.conv == conv && keep(m, user) && f(m))
+            .count() as i64
+    };
     let recomputed = if is_member {
         count(&|m| m.id > wm && m.countable() && not_own(m) && after_join(m.id))
     } else {
