@@ -140,7 +140,7 @@ tm_d AS {{ materialized }} (
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
                CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own END AS own_after,
-               {% if ctr.mentions %}tm_w.x_own{% else %}tm_w.x_all - tm_w.x_own{% endif %} AS excluded_after
+               {{ "tm_w.x_own" if ctr.mentions else "tm_w.x_all - tm_w.x_own" }} AS excluded_after
         FROM tm_w1 tm_w
         WHERE tm_w.kind = 0) tm_v
   WHERE tm_v.stored IS NULL

@@ -207,7 +207,25 @@ column = \"unread_by\"
 {POSITION_TIMESTAMP}
 {WATERMARKS}"
     );
+    // A mention counter with its own predicate (issue 22): the audit's mention stream.
+    let mention = format!(
+        "{MESSAGES}{MEMBERS}
+[counter]
+name = \"mention_root\"
+shape = \"per_member\"
+table = \"chat.unread_counters\"
+user = \"user_id\"
+conversation = \"conv_id\"
+column = \"mention_count\"
+countable = \"this.root_id = 0\"
+mentions = {{ table = \"chat.mentions\", message = \"post_id\", user = \"user_id\", key = \"post_key\" }}
+
+[[evidence]]
+kind = \"own_message\"
+{WATERMARKS}"
+    );
     [
+        ("per_member, mention counter", mention),
         ("per_member, evidence forms", evidence_forms),
         ("per_message, join_time", per_message_join_time),
         ("issue 12 rows and expressions", rows_form),

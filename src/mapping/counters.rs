@@ -15,10 +15,10 @@
 
 use toml::Spanned;
 
-use super::locator::{section, Locator};
+use super::locator::{line_col, section, Locator};
 use super::raw::{RawEvidence, RawMapping};
 use super::rows::{RowChecks, RowRefs};
-use super::types::{Counter, EvidenceKind, Mapping, Members, Messages, Shape};
+use super::types::{Counter, EvidenceKind, Mapping, Members, Messages, PredicateSite, Shape};
 use super::validate::{check_identifier, check_predicate};
 
 /// Every counter of the file, the first (`first`, already read and checked) included, with
@@ -87,12 +87,17 @@ pub(super) fn parse(
             }
         }
         if let Some(p) = &c.countable {
-            check_predicate(p).map_err(|why| at(t, "countable", format!("counter.countable: {why}")))?;
+            check_predicate(p)
+                .map_err(|why| at(t, "countable", format!("counter.countable: {why}")))?;
             ck.row_names(t, "counter.countable", Some(p), has, false)?;
         }
         if let Some(m) = &c.mentions {
             if c.shape != Shape::PerMember {
-                return Err(at(t, "mentions", "counter.mentions: a mention counter is shape \"per_member\"".into()));
+                return Err(at(
+                    t,
+                    "mentions",
+                    "counter.mentions: a mention counter is shape \"per_member\"".into(),
+                ));
             }
             for (key, value, qualified) in [
                 ("table", Some(&m.table), true),
@@ -102,7 +107,11 @@ pub(super) fn parse(
             ] {
                 if let Some(v) = value {
                     check_identifier(v, qualified).map_err(|why| {
-                        at(t, "mentions", format!("counter.mentions.{key} = {v:?}: {why}"))
+                        at(
+                            t,
+                            "mentions",
+                            format!("counter.mentions.{key} = {v:?}: {why}"),
+                        )
                     })?;
                 }
             }
@@ -118,6 +127,34 @@ pub(super) fn parse(
         }
     }
     Ok(counters)
+}
+
+/// The predicates of the counters after the first (`counter[2].countable`, …) with where each
+/// is written, for [`Mapping::check_predicates`].
+pub(super) fn predicate_sites(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+    counters: &[Counter],
+) -> Vec<PredicateSite> {
+    let mut out = Vec::new();
+    for (i, (c, table)) in counters.iter().zip(&raw.counters).enumerate().skip(1) {
+        for (key, value) in [
+            ("value", &c.value),
+            ("rows", &c.rows),
+            ("countable", &c.countable),
+        ] {
+            if let Some(pred) = value {
+                let span = loc.value_span(table, key);
+                let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+                out.push(PredicateSite {
+                    key: format!("counter[{}].{key}", i + 1),
+                    text: pred.clone(),
+                    at: format!("{}:{line}:{col}", loc.origin),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// `a AND b` of two optional predicates, each parenthesised.
@@ -155,8 +192,10 @@ impl Mapping {
                 let mut view = self.clone();
                 view.messages.countable =
                     both(self.messages.countable.as_ref(), c.countable.as_ref());
-                view.messages.legacy_countable =
-                    both(self.messages.legacy_countable.as_ref(), c.countable.as_ref());
+                view.messages.legacy_countable = both(
+                    self.messages.legacy_countable.as_ref(),
+                    c.countable.as_ref(),
+                );
                 view.counter = Counter {
                     countable: None,
                     ..c.clone()

@@ -84,11 +84,16 @@ fn several_counters_each_with_its_view() {
         views[1].messages.legacy_countable.as_deref(),
         Some("this.root_id = 0")
     );
-    assert_eq!(views[0].messages.countable.as_deref(), Some("this.deleted = 0"));
+    assert_eq!(
+        views[0].messages.countable.as_deref(),
+        Some("this.deleted = 0")
+    );
     assert!(views[2].counter.mentions.is_some());
     // A view's counter keys point at its own entry (line 28: `column` of the second).
     assert!(
-        views[1].located("counter.column").starts_with("t.toml:28:10"),
+        views[1]
+            .located("counter.column")
+            .starts_with("t.toml:28:10"),
         "{}",
         views[1].located("counter.column")
     );
@@ -136,9 +141,18 @@ fn the_rules_of_several_counters() {
     assert!(e.contains("missing field `name`"), "{e}");
     let e = err(&[MSG, &ROOT.replace("msg_root", "msg")]);
     assert!(e.contains("is given to two counters"), "{e}");
-    let e = err(&[MSG, &ROOT.replace("table = \"channel_members\"", "table = \"other\"")]);
-    assert!(e.contains("every counter lives on the first counter's table"), "{e}");
-    let e = err(&[MSG, &ROOT.replace("this.root_id = 0", "this.root_id = 0; DROP TABLE x")]);
+    let e = err(&[
+        MSG,
+        &ROOT.replace("table = \"channel_members\"", "table = \"other\""),
+    ]);
+    assert!(
+        e.contains("every counter lives on the first counter's table"),
+        "{e}"
+    );
+    let e = err(&[
+        MSG,
+        &ROOT.replace("this.root_id = 0", "this.root_id = 0; DROP TABLE x"),
+    ]);
     assert!(e.contains("counter.countable"), "{e}");
     let e = err(&[MSG, &ROOT.replace("this.root_id = 0", "usr.bot = 0")]);
     assert!(e.contains("counter.countable reads `usr.`"), "{e}");
@@ -146,11 +160,17 @@ fn the_rules_of_several_counters() {
     assert!(e.contains("a mention counter here"), "{e}");
     let e = err(&[MSG, &MENTION.replace("post_seq", "post seq")]);
     assert!(e.contains("counter.mentions.message"), "{e}");
-    let e = err(&[MSG, &ROOT.replace("column = \"root_unread\"", "colum = \"root_unread\"")]);
+    let e = err(&[
+        MSG,
+        &ROOT.replace("column = \"root_unread\"", "colum = \"root_unread\""),
+    ]);
     assert!(e.starts_with("t.toml:28:1: [[counter]]"), "{e}");
     // A mention counter may stand alone without counter evidence.
     let alone = Mapping::parse(
-        &format!("{HEAD}{MENTION}{}", TAIL.replace("kind = \"counter\"", "kind = \"own_message\"")),
+        &format!(
+            "{HEAD}{MENTION}{}",
+            TAIL.replace("kind = \"counter\"", "kind = \"own_message\"")
+        ),
         "t.toml",
     )
     .unwrap();

@@ -22,11 +22,11 @@ use std::path::Path;
 
 use crate::error::input_error;
 
-#[cfg(test)]
-mod evidence_forms_tests;
 mod counters;
 #[cfg(test)]
 mod counters_tests;
+#[cfg(test)]
+mod evidence_forms_tests;
 mod locator;
 mod parse;
 mod policy;

@@ -51,7 +51,8 @@ impl Mapping {
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Mapping> {
         let loc = Locator { text, origin };
         let file: RawFile = toml::from_str(text).map_err(|e| loc.at(e.span(), e.message()))?;
-        let raw = RawMapping::from_file(text, file).map_err(|(span, msg)| loc.at(Some(span), &msg))?;
+        let raw =
+            RawMapping::from_file(text, file).map_err(|(span, msg)| loc.at(Some(span), &msg))?;
         let messages: Messages = section(&loc, &raw.messages, "messages")?;
         let members: Option<Members> = match &raw.members {
             Some(t) => Some(section(&loc, t, "members")?),
@@ -162,19 +163,7 @@ impl Mapping {
                 });
             }
         }
-        for (i, (c, table)) in counters.iter().zip(&raw.counters).enumerate().skip(1) {
-            for (key, value) in [("value", &c.value), ("rows", &c.rows), ("countable", &c.countable)] {
-                if let Some(pred) = value {
-                    let span = loc.value_span(table, key);
-                    let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
-                    predicates.push(PredicateSite {
-                        key: format!("counter[{}].{key}", i + 1),
-                        text: pred.clone(),
-                        at: format!("{origin}:{line}:{col}"),
-                    });
-                }
-            }
-        }
+        predicates.extend(super::counters::predicate_sites(&loc, &raw, &counters));
         for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
             if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
                 let span = loc.value_span(table, "filter");
@@ -186,37 +175,7 @@ impl Mapping {
                 });
             }
         }
-        // Where each key's value was written, for the database checks' messages.
-        let mut sections: Vec<(String, &Spanned<toml::Table>)> = vec![
-            ("messages".into(), &raw.messages),
-            ("counter".into(), &raw.counter),
-            ("watermarks".into(), &raw.watermarks),
-        ];
-        for (name, t) in [
-            ("members", &raw.members),
-            ("conversations", &raw.conversations),
-            ("users", &raw.users),
-            ("contract", &raw.contract),
-            ("backfill", &raw.backfill),
-        ] {
-            if let Some(t) = t {
-                sections.push((name.into(), t));
-            }
-        }
-        for (i, t) in raw.evidence.iter().enumerate() {
-            sections.push((format!("evidence[{}]", i + 1), t));
-        }
-        for (i, t) in raw.counters.iter().enumerate().skip(1) {
-            sections.push((format!("counter[{}]", i + 1), t));
-        }
-        let mut locations = std::collections::BTreeMap::new();
-        for (name, table) in sections {
-            for key in table.get_ref().keys() {
-                let span = loc.value_span(table, key).unwrap_or(table.span());
-                let (line, col) = line_col(text, span.start);
-                locations.insert(format!("{name}.{key}"), format!("{origin}:{line}:{col}"));
-            }
-        }
+        let locations = key_locations(&loc, &raw);
         Ok(Mapping {
             predicates,
             locations,
@@ -233,6 +192,46 @@ impl Mapping {
             contract,
         })
     }
+}
+
+/// Where each key's value was written (`origin:line:col` by dotted key: `messages.id`,
+/// `evidence[2].column`, `counter[2].column`), for the database checks' messages.
+fn key_locations(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+) -> std::collections::BTreeMap<String, String> {
+    let (text, origin) = (loc.text, loc.origin);
+    let mut sections: Vec<(String, &Spanned<toml::Table>)> = vec![
+        ("messages".into(), &raw.messages),
+        ("counter".into(), &raw.counter),
+        ("watermarks".into(), &raw.watermarks),
+    ];
+    for (name, t) in [
+        ("members", &raw.members),
+        ("conversations", &raw.conversations),
+        ("users", &raw.users),
+        ("contract", &raw.contract),
+        ("backfill", &raw.backfill),
+    ] {
+        if let Some(t) = t {
+            sections.push((name.into(), t));
+        }
+    }
+    for (i, t) in raw.evidence.iter().enumerate() {
+        sections.push((format!("evidence[{}]", i + 1), t));
+    }
+    for (i, t) in raw.counters.iter().enumerate().skip(1) {
+        sections.push((format!("counter[{}]", i + 1), t));
+    }
+    let mut locations = std::collections::BTreeMap::new();
+    for (name, table) in sections {
+        for key in table.get_ref().keys() {
+            let span = loc.value_span(table, key).unwrap_or(table.span());
+            let (line, col) = line_col(text, span.start);
+            locations.insert(format!("{name}.{key}"), format!("{origin}:{line}:{col}"));
+        }
+    }
+    locations
 }
 
 /// Lower-case hex of bytes.

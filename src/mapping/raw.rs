@@ -60,11 +60,19 @@ impl RawMapping {
                     let toml::Value::Table(t) = item else {
                         return Err((span, "[[counter]]: each entry is a table".into()));
                     };
-                    out.push(Spanned::new(spans.get(i).cloned().unwrap_or(span.clone()), t));
+                    out.push(Spanned::new(
+                        spans.get(i).cloned().unwrap_or(span.clone()),
+                        t,
+                    ));
                 }
                 out
             }
-            _ => return Err((span, "counter: write a [counter] table or [[counter]] tables".into())),
+            _ => {
+                return Err((
+                    span,
+                    "counter: write a [counter] table or [[counter]] tables".into(),
+                ))
+            }
         };
         let Some(first) = counters.first().cloned() else {
             return Err((span, "[[counter]]: at least one counter is needed".into()));

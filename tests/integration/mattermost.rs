@@ -22,7 +22,12 @@ use tidemark::values::text;
 on_every_backend!(mattermost);
 
 const T: i64 = 1_700_000_000_000;
-const COLUMNS: [&str; 4] = ["msgcount", "mentioncount", "msgcountroot", "mentioncountroot"];
+const COLUMNS: [&str; 4] = [
+    "msgcount",
+    "mentioncount",
+    "msgcountroot",
+    "mentioncountroot",
+];
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mattermost")
@@ -179,25 +184,46 @@ async fn mattermost(backend: Backend) {
     assert_eq!(
         rows,
         [
-            format!("town,ann,4,2,2,own_messages_counted,{},timestamp,msg", w(3000)),
+            format!(
+                "town,ann,4,2,2,own_messages_counted,{},timestamp,msg",
+                w(3000)
+            ),
             format!("town,cat,0,2,-2,cleared,{},timestamp,msg_root", w(1000)),
             format!("town,cat,1,2,-1,undercount,{},timestamp,mention", w(1000)),
-            format!("town,dan,2,1,1,own_messages_counted,{},counter,mention", w(3000)),
-            format!("town,dan,2,1,1,excluded_counted,{},counter,mention_root", w(3000)),
+            format!(
+                "town,dan,2,1,1,own_messages_counted,{},counter,mention",
+                w(3000)
+            ),
+            format!(
+                "town,dan,2,1,1,excluded_counted,{},counter,mention_root",
+                w(3000)
+            ),
         ]
     );
     // Metrics: each drift gauge once per counter, labelled.
     let prom = std::fs::read_to_string(&metrics).unwrap();
-    for (counter, n) in [("msg", 1), ("msg_root", 1), ("mention", 2), ("mention_root", 1)] {
+    for (counter, n) in [
+        ("msg", 1),
+        ("msg_root", 1),
+        ("mention", 2),
+        ("mention_root", 1),
+    ] {
         assert!(
-            prom.lines().any(|l| l.starts_with("tidemark_audit_drifting_rows_all{")
-                && l.contains(&format!("counter=\"{counter}\"}}"))
-                && l.ends_with(&format!(" {n}"))),
+            prom.lines()
+                .any(|l| l.starts_with("tidemark_audit_drifting_rows_all{")
+                    && l.contains(&format!("counter=\"{counter}\"}}"))
+                    && l.ends_with(&format!(" {n}"))),
             "{prom}"
         );
     }
-    assert!(prom.contains(",counter=\"mention\",class=\"undercount\"} 1"), "{prom}");
-    assert!(prom.contains(",counter=\"msg\"} 0") && prom.contains("tidemark_audit_passed{"), "{prom}");
+    assert!(
+        prom.contains(",counter=\"mention\",class=\"undercount\"} 1"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains(",counter=\"msg\"} 0") && prom.contains("tidemark_audit_passed{"),
+        "{prom}"
+    );
     // JSON: the `counters` list; the text: one line per counter.
     let mut json = Vec::new();
     tidemark::render::json::audit(&mut json, &s).unwrap();
@@ -241,7 +267,11 @@ async fn mattermost(backend: Backend) {
     )
     .await;
     assert!(!s.passed);
-    assert!(s.counters[0].passed && !s.counters[1].passed, "{:?}", s.counters);
+    assert!(
+        s.counters[0].passed && !s.counters[1].passed,
+        "{:?}",
+        s.counters
+    );
     assert!(!s.crossed.iter().any(|c| c.starts_with("counter msg:")));
 
     // Repair the rest (expected.md), then a clean audit: the gate opens.
@@ -303,7 +333,11 @@ async fn mattermost(backend: Backend) {
             (4, "3".into(), "5".into()),
         ]
     );
-    for (column, want) in COLUMNS.iter().zip([[5, 6, 3, 5], [1, 1, 2, 1], [3, 4, 2, 3], [0, 0, 2, 1]]) {
+    for (column, want) in
+        COLUMNS
+            .iter()
+            .zip([[5, 6, 3, 5], [1, 1, 2, 1], [3, 4, 2, 3], [0, 0, 2, 1]])
+    {
         let rows = sqlx::query(&format!(
             "SELECT user_id, CAST(counter_value AS {int}) FROM tidemark_counter_archive WHERE contract_id = {id} AND counter_table = 'channelmembers' AND counter_column = '{column}' ORDER BY user_id"
         ))

@@ -163,8 +163,7 @@ fn world() -> impl Strategy<Value = World> {
                         }
                     }
                     if let Some(lrid) = wms[u as usize] {
-                        w.wms
-                            .insert(k, Watermark::application(conv * 100 + lrid));
+                        w.wms.insert(k, Watermark::application(conv * 100 + lrid));
                     }
                 }
             }
@@ -241,7 +240,9 @@ async fn check(backend: Backend, w: &World) -> Result<(), TestCaseError> {
     let schema: Vec<String> = SCHEMA.iter().map(|s| s.to_string()).collect();
     exec_all(&mut conn, &schema).await;
     exec_all(&mut conn, &data_sql(w)).await;
-    expand::run(&mut conn, &mapping, dialect, false).await.unwrap();
+    expand::run(&mut conn, &mapping, dialect, false)
+        .await
+        .unwrap();
     let wms: Vec<String> = w
         .wms
         .iter()

@@ -225,7 +225,8 @@ async fn audit_batch(
         // Each counter in turn, in the same snapshot (issue 22: one pass per counter).
         let mut checked = 0;
         for index in 0..run.counters.len() {
-            checked += counter_batch(conn, run, index, batch, summary, report, &mut drifting).await?;
+            checked +=
+                counter_batch(conn, run, index, batch, summary, report, &mut drifting).await?;
         }
         Ok(checked)
     }

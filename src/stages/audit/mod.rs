@@ -39,7 +39,9 @@ pub use summary::write_metrics;
 use batches::audit_batches;
 pub(crate) use min_age::quiescence;
 use summary::{counter_summaries, crossed_per_counter, empty_scope};
-pub use types::{AuditOptions, AuditOutcome, AuditSummary, BatchRun, CounterRun, CounterSummary, Example};
+pub use types::{
+    AuditOptions, AuditOutcome, AuditSummary, BatchRun, CounterRun, CounterSummary, Example,
+};
 
 /// Runs the audit and writes the report.
 ///

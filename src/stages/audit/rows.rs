@@ -101,7 +101,11 @@ pub(super) fn record_row(
     );
     if let Some(c) = summary.counters.get_mut(index) {
         tally(
-            (&mut c.drifting_rows, &mut c.sum_abs_drift, &mut c.max_abs_drift),
+            (
+                &mut c.drifting_rows,
+                &mut c.sum_abs_drift,
+                &mut c.max_abs_drift,
+            ),
             (&mut c.by_class, &mut c.examples),
             class,
             abs,

@@ -30,7 +30,12 @@ pub fn write_metrics(path: &Path, s: &AuditSummary, fingerprint: &str) -> Result
     } else {
         s.counters
             .iter()
-            .map(|c| (format!(",counter=\"{}\"", c.name), DriftNumbers::of_counter(c)))
+            .map(|c| {
+                (
+                    format!(",counter=\"{}\"", c.name),
+                    DriftNumbers::of_counter(c),
+                )
+            })
             .collect()
     };
     for (label, n) in &per_counter {

@@ -332,8 +332,7 @@ pub fn audit_counter(
     for (key, &stored) in c.stored {
         let keep = |m: &Msg, user: &str| {
             (c.only)(m)
-                && c
-                    .mentions
+                && c.mentions
                     .is_none_or(|mn| mn.contains(&(m.id, user.to_string())))
         };
         let facts = member_facts_of(l, wms, key, stored, &keep);
