@@ -186,3 +186,26 @@ fn errors_name_the_key_and_line() {
         "{e}"
     );
 }
+
+#[test]
+fn a_filter_reads_the_looked_up_row_as_lookup() {
+    // Issue 22: the looked-up row is named `lookup`; a filter may read it.
+    let m = Mapping::parse(
+        &BASE.replace("'m.read.private')", "'m.read.private') AND lookup.type <> 'x'"),
+        "t.toml",
+    )
+    .unwrap();
+    assert!(m.evidence[0]
+        .source()
+        .and_then(|s| s.filter.as_deref())
+        .is_some_and(|f| f.contains("lookup.type")));
+    // Without a lookup there is no such row: exit 2 at the filter.
+    let e = err(&BASE.replace(
+        "column = \"marked_all_read_at\"",
+        "column = \"marked_all_read_at\"\nfilter = \"lookup.deleted = 0\"",
+    ));
+    assert!(
+        e.starts_with("t.toml:35:10: evidence.filter reads `lookup.`"),
+        "{e}"
+    );
+}

@@ -48,7 +48,23 @@ impl Queries<'_> {
         texts: &[Option<&str>],
         conds: &[Option<&str>],
     ) -> Result<String> {
+        self.query_looked_up(select, own, texts, conds, None)
+    }
+
+    /// [`Queries::query`] with an evidence entry's lookup row joined as `lookup` (issue 22: a
+    /// `filter` may read it), as the backfill joins it.
+    fn query_looked_up(
+        &self,
+        select: &str,
+        own: Own<'_>,
+        texts: &[Option<&str>],
+        conds: &[Option<&str>],
+        lookup: Option<(&crate::mapping::Lookup, &str)>,
+    ) -> Result<String> {
         let q = |s: &str| self.dialect.quote(s);
+        let lk = lookup.map(|(l, column)| {
+            minijinja::context! { table => q(&l.table), key => q(&l.key), column => q(column) }
+        });
         let refs = texts
             .iter()
             .fold(RowRefs::default(), |r, t| r.or(RowRefs::of(*t)));
@@ -62,6 +78,7 @@ impl Queries<'_> {
                 conv_col => q(own.conv_col),
                 user_col => own.user_col.map(q).unwrap_or_default(),
                 conds => conds,
+                lk => lk,
             },
         )
     }
@@ -303,8 +320,19 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
                 parts.push(qs.column_part(&format!("evidence[{n}].{k}"), &src.table, c)?);
             }
         }
+        // The lookup row only where the filter reads it (`lookup.`): a missing lookup table
+        // is then still named by its own section below.
+        let reads_lookup = src.filter.as_deref().is_some_and(|f| {
+            crate::sql_text::qualifiers(f).iter().any(|q| q == "lookup")
+        });
+        let looked_up = src
+            .lookup
+            .as_ref()
+            .filter(|_| reads_lookup)
+            .map(|l| (l, src.column.as_str()));
         if let Some(f) = &src.filter {
-            parts.push(qs.predicate_part(&format!("evidence[{n}].filter"), f, own, false)?);
+            let sql = qs.query_looked_up("1", own, &[Some(f)], &[Some(f)], looked_up)?;
+            parts.push((format!("evidence[{n}].filter"), f.clone(), sql));
         }
         let cols = qs.columns(&[
             Some(&src.user),
@@ -314,7 +342,7 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
         let filter = [src.filter.as_deref()];
         checks.push(SectionCheck {
             section: format!("[[evidence]] #{n} ({})", e.kind().as_str()),
-            sql: qs.query(&cols, own, &filter, &filter)?,
+            sql: qs.query_looked_up(&cols, own, &filter, &filter, looked_up)?,
             table: (format!("evidence[{n}].table"), src.table.clone()),
             parts,
         });
