@@ -76,6 +76,17 @@ impl Mapping {
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
         let (conversations, users, contract) =
             super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
+        super::readers::check(
+            &loc,
+            &raw,
+            &messages,
+            members.as_ref(),
+            &counter,
+            super::rows::RowRefs {
+                conv: conversations.is_some(),
+                usr: users.is_some(),
+            },
+        )?;
         evidence_row_names(
             &loc,
             &raw,
@@ -128,6 +139,13 @@ impl Mapping {
                 "members.active",
                 &members.as_ref().and_then(|m| m.active.clone()),
             ),
+            (&raw.messages, "messages.restricted", &messages.restricted),
+            (
+                &raw.messages,
+                "messages.restricted_readers",
+                &messages.restricted_readers,
+            ),
+            (&raw.messages, "messages.recipient", &messages.recipient),
             (&raw.counter, "counter.value", &counter.value),
             (&raw.counter, "counter.rows", &counter.rows),
         ] {

@@ -179,24 +179,37 @@ fn messages(qs: &Queries<'_>) -> Result<SectionCheck> {
     if let Some(c) = &m.created_at {
         parts.push(qs.column_part("messages.created_at", &m.table, c)?);
     }
-    for (key, p) in [
-        ("messages.countable", &m.countable),
-        ("messages.legacy_countable", &m.legacy_countable),
+    for (key, p, as_value) in [
+        ("messages.countable", &m.countable, false),
+        ("messages.legacy_countable", &m.legacy_countable, false),
+        ("messages.restricted", &m.restricted, false),
+        ("messages.recipient", &m.recipient, true),
     ] {
         if let Some(p) = p {
-            parts.push(qs.predicate_part(key, p, own, false)?);
+            parts.push(qs.predicate_part(key, p, own, as_value)?);
         }
     }
-    let predicates = [m.countable.as_deref(), m.legacy_countable.as_deref()];
-    let cols = qs.columns(&[
+    // Issue 22's keys join the section's query only when given (its text is otherwise as
+    // before).
+    let mut predicates = vec![m.countable.as_deref(), m.legacy_countable.as_deref()];
+    if m.restricted.is_some() {
+        predicates.push(m.restricted.as_deref());
+    }
+    let mut cols = qs.columns(&[
         Some(&m.id),
         Some(&m.conversation),
         Some(&m.sender),
         m.created_at.as_ref(),
     ]);
+    // The texts whose rows are joined: the predicates, and the recipient expression.
+    let mut texts = predicates.clone();
+    if let Some(r) = &m.recipient {
+        cols = format!("{cols}, ({r}) AS tm_recipient");
+        texts.push(Some(r));
+    }
     Ok(SectionCheck {
         section: "[messages]".into(),
-        sql: qs.query(&cols, own, &predicates, &predicates)?,
+        sql: qs.query(&cols, own, &texts, &predicates)?,
         table: ("messages.table".into(), m.table.clone()),
         parts,
     })
@@ -225,13 +238,20 @@ fn members(qs: &Queries<'_>) -> Result<SectionCheck> {
     if let Some(a) = &mb.active {
         parts.push(qs.predicate_part("members.active", a, own, false)?);
     }
+    let readers = qs.mapping.messages.restricted_readers.as_deref();
+    if let Some(r) = readers {
+        parts.push(qs.predicate_part("messages.restricted_readers", r, own, false)?);
+    }
     let cols = qs.columns(&[
         Some(&mb.user),
         Some(&mb.conversation),
         mb.join_position.as_ref(),
         mb.join_time.as_ref(),
     ]);
-    let active = [mb.active.as_deref()];
+    let mut active = vec![mb.active.as_deref()];
+    if readers.is_some() {
+        active.push(readers);
+    }
     Ok(SectionCheck {
         section: "[members]".into(),
         sql: qs.query(&cols, own, &active, &active)?,
@@ -322,9 +342,10 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
         }
         // The lookup row only where the filter reads it (`lookup.`): a missing lookup table
         // is then still named by its own section below.
-        let reads_lookup = src.filter.as_deref().is_some_and(|f| {
-            crate::sql_text::qualifiers(f).iter().any(|q| q == "lookup")
-        });
+        let reads_lookup = src
+            .filter
+            .as_deref()
+            .is_some_and(|f| crate::sql_text::qualifiers(f).iter().any(|q| q == "lookup"));
         let looked_up = src
             .lookup
             .as_ref()
