@@ -34,8 +34,20 @@
     user) in place of the messages (mention_macros.sql `stream`), the mentioned user as
     `sender`, its own-message rows already left out of `c`: its counts are then the
     (conversation, sender) partitions alone (`a_own`, `x_own`, `t_own`), each member's own
-    mentions above its threshold, in the same one pass. -#}
+    mentions above its threshold, in the same one pass.
+
+    With a mention counter the reader-dependent forms are refused by the mapping's validation
+    (a mention of a reader who may not see the message is not defined yet), so the two never
+    meet in one statement.
+    Messages only some readers count (issue 22, reader_macros.sql): with `restricted` each
+    fact also sums the restricted messages (ra_, rl_, rx_, tr_) and subtracts them for a
+    reader `restricted_readers` does not admit (adm = 0); with `recipient` each fact leaves the
+    addressed messages out of the shared sums and adds those addressed to the reader (to_c,
+    to_l, to_x, t_to: running sums over (conversation, recipient)). Still one pass: the
+    threshold rows carry adm and their reader as rcp, no join of members with messages. -#}
 {% import "macros.sql" as m %}
+{% import "reader_macros.sql" as rd %}
+{% set readers = msg.restricted or msg.recipient %}
 {% import "mention_macros.sql" as mm %}
 {% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
@@ -43,6 +55,9 @@ WITH tm_base AS (
          CAST(tm_w.last_read_id AS {{ int }}) AS last_read_id, tm_w.source AS source,
 {% if mem %}
          CASE WHEN tm_mb.usr IS NULL THEN 0 ELSE tm_mb.is_active END AS is_member,
+{% if msg.restricted %}
+         CASE WHEN tm_mb.usr IS NULL THEN 0 ELSE tm_mb.adm END AS adm,
+{% endif %}
          CAST(tm_mb.join_pos AS {{ int }}) AS join_pos
 {% else %}
          1 AS is_member,
@@ -57,13 +72,16 @@ WITH tm_base AS (
 {% if mem %}
   LEFT JOIN (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv, {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
                     {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
-                    CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
+                    CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active{% if msg.restricted %},
+                    CASE WHEN {{ m.pred(mem.readers) }} THEN 1 ELSE 0 END AS adm{% endif %}
+
              FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
              WHERE 1 = 1{{ m.range("this." ~ mem.conv, range_mem, mem.conv_k) }}) tm_mb ON tm_mb.conv = tm_k.conv AND tm_mb.usr = tm_k.usr
 {% endif %}
 ),
 tm_t AS {{ materialized }} (
-  SELECT tm_b.conv, tm_b.usr, tm_b.stored, tm_b.last_read_id, tm_b.source, tm_b.is_member, tm_b.join_pos,
+  SELECT tm_b.conv, tm_b.usr, tm_b.stored, tm_b.last_read_id, tm_b.source, tm_b.is_member, tm_b.join_pos,{% if msg.restricted %} tm_b.adm,{% endif %}
+
          CAST(CASE WHEN tm_b.join_pos IS NOT NULL AND tm_b.join_pos > COALESCE(tm_b.last_read_id, 0)
                    THEN tm_b.join_pos ELSE COALESCE(tm_b.last_read_id, 0) END AS {{ int }}) AS t1
   FROM tm_base tm_b
@@ -74,14 +92,14 @@ tm_lo AS (
 {% if count_only %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c,
-         tm_t.stored AS stored, tm_t.is_member AS is_member
+         tm_t.stored AS stored, tm_t.is_member AS is_member{{ rd.reader_cols(msg, "tm_t.adm", "tm_t.usr", ["rc"], ["tc"]) }}
   FROM tm_t
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, 1, NULL, NULL
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {% if readers %}{{ rd.gen(msg, "tm_f", "c") }}{% else %}1{% endif %}, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c"], [["c", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range2, true) }}) tm_f
 {% else %}
-  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender{% if readers %}, 1 AS c{{ rd.msg_cols(msg) }}{% endif %}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
 {% endif %}
@@ -90,22 +108,26 @@ tm_s1 AS (
 tm_w1 AS (
   SELECT tm_s.kind, tm_s.stored, tm_s.is_member,
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv {{ win }}) AS a_all,
-         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own{% if msg.restricted %}, tm_s.adm,
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv {{ win }}) AS ra_all,
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ra_own{% endif %}{% if msg.recipient %},
+         {{ rd.to_sum("tm_s", "tc", win) }} AS to_c{% endif %}
+
   FROM tm_s1 tm_s
 )
 SELECT COUNT(*) AS n
 FROM tm_w1 tm_w
 WHERE tm_w.kind = 0
   AND (tm_w.stored IS NULL
-       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN " ~ ("tm_w.a_own" if ctr.mentions else "tm_w.a_all - tm_w.a_own") ~ " ELSE 0 END", cap) }})
+       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN " ~ ("tm_w.a_own" if ctr.mentions else "tm_w.a_all - tm_w.a_own" ~ rd.adjust(msg, "tm_w", "ra_all", "ra_own", "to_c")) ~ " ELSE 0 END", cap) }})
 {% else %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
          tm_t.stored AS stored, tm_t.last_read_id AS last_read_id, tm_t.source AS source,
-         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos
+         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos{{ rd.reader_cols(msg, "tm_t.adm", "tm_t.usr", ["rc", "rl", "rx"], ["tc", "tl", "tx"]) }}
   FROM tm_t
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, tm_f.c, tm_f.l, tm_f.x, NULL, NULL, NULL, NULL, NULL
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {{ rd.gen(msg, "tm_f", "c") }}, {{ rd.gen(msg, "tm_f", "l") }}, {{ rd.gen(msg, "tm_f", "x") }}, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c", "l", "x"], [["c", false], ["l", true], ["x", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range2, false) }}) tm_f
 {% else %}
@@ -117,6 +139,7 @@ tm_s1 AS (
 {% else %}
                0 AS x
 {% endif %}
+               {{ rd.msg_cols(msg) }}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE 1 = 1{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
 {% endif %}
@@ -129,18 +152,30 @@ tm_w1 AS (
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own,
          SUM(tm_s.l) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS l_own,
          SUM(tm_s.x) OVER (PARTITION BY tm_s.conv {{ win }}) AS x_all,
-         SUM(tm_s.x) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS x_own
+         SUM(tm_s.x) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS x_own{% if msg.restricted %}, tm_s.adm,
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv {{ win }}) AS ra_all,
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ra_own,
+         SUM(tm_s.rl) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rl_own,
+         SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv {{ win }}) AS rx_all,
+         SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rx_own{% endif %}{% if msg.recipient %},
+         {{ rd.to_sum("tm_s", "tc", win) }} AS to_c,
+         {{ rd.to_sum("tm_s", "tl", win) }} AS to_l,
+         {{ rd.to_sum("tm_s", "tx", win) }} AS to_x{% endif %}
+
   FROM tm_s1 tm_s
 ),
 tm_d AS {{ materialized }} (
   SELECT tm_v.conv, tm_v.usr, tm_v.stored, tm_v.recomputed, tm_v.last_read_id, tm_v.source,
-         tm_v.is_member, tm_v.join_pos, tm_v.own_after, tm_v.excluded_after
+         tm_v.is_member, tm_v.join_pos, tm_v.own_after, tm_v.excluded_after{% if msg.restricted %}, tm_v.adm{% endif %}
+
   FROM (SELECT tm_w.conv AS conv, tm_w.sender AS usr, tm_w.stored AS stored,
-               CASE WHEN tm_w.is_member = 1 THEN {% if ctr.mentions %}tm_w.a_own{% else %}tm_w.a_all - tm_w.a_own{% endif %} ELSE 0 END AS recomputed,
+               CASE WHEN tm_w.is_member = 1 THEN {% if ctr.mentions %}tm_w.a_own{% else %}tm_w.a_all - tm_w.a_own{{ rd.adjust(msg, "tm_w", "ra_all", "ra_own", "to_c") }}{% endif %} ELSE 0 END AS recomputed,
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
-               CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own END AS own_after,
-               {{ "tm_w.x_own" if ctr.mentions else "tm_w.x_all - tm_w.x_own" }} AS excluded_after
+               CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own{{ rd.adjust(msg, "tm_w", "rl_own", none, "to_l") }} END AS own_after,
+               {% if ctr.mentions %}tm_w.x_own{% else %}tm_w.x_all - tm_w.x_own{{ rd.adjust(msg, "tm_w", "rx_all", "rx_own", "to_x") }}{% endif %} AS excluded_after{% if msg.restricted %},
+               tm_w.adm AS adm{% endif %}
+
         FROM tm_w1 tm_w
         WHERE tm_w.kind = 0) tm_v
   WHERE tm_v.stored IS NULL
@@ -154,14 +189,14 @@ tm_s2 AS (
   SELECT tm_d.conv AS conv, tm_d.join_pos AS pos, CASE WHEN tm_d.join_pos IS NULL THEN 1 ELSE 0 END AS tail,
          0 AS kind, tm_d.usr AS sender, 0 AS c, tm_d.stored AS stored, tm_d.recomputed AS recomputed,
          tm_d.last_read_id AS last_read_id, tm_d.source AS source, tm_d.is_member AS is_member,
-         tm_d.own_after AS own_after, tm_d.excluded_after AS excluded_after
+         tm_d.own_after AS own_after, tm_d.excluded_after AS excluded_after{{ rd.reader_cols(msg, "tm_d.adm", "tm_d.usr", ["rc"], ["tc"]) }}
   FROM tm_d
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, {% if readers %}{{ rd.gen(msg, "tm_f", "c") }}{% else %}1{% endif %}, NULL, NULL, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c"], [["c", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range3, true) }}) tm_f
 {% else %}
-  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender{% if readers %}, 1 AS c{{ rd.msg_cols(msg) }}{% endif %}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range3, msg.conv_k) }}) tm_f
 {% endif %}
@@ -171,7 +206,11 @@ tm_w2 AS (
   SELECT tm_s.conv, tm_s.kind, tm_s.sender, tm_s.stored, tm_s.recomputed, tm_s.last_read_id, tm_s.source,
          tm_s.is_member, tm_s.own_after, tm_s.excluded_after,
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_all,
-         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_own
+         SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_own{% if msg.restricted %}, tm_s.adm,
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS tr_all,
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS tr_own{% endif %}{% if msg.recipient %},
+         {{ rd.to_sum("tm_s", "tc", "ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW") }} AS t_to{% endif %}
+
   FROM tm_s2 tm_s
 )
 SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
@@ -180,7 +219,7 @@ SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
        CAST({{ m.clamp("tm_r.own_after", cap) }} AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
-       CAST({{ m.clamp("tm_r.t_own" if ctr.mentions else "tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable
+       CAST({{ m.clamp("tm_r.t_own" if ctr.mentions else "tm_r.t_all - tm_r.t_own" ~ rd.adjust(msg, "tm_r", "tr_all", "tr_own", "t_to"), cap) }} AS {{ int }}) AS total_countable
 FROM tm_w2 tm_r
 WHERE tm_r.kind = 0
 ORDER BY {{ m.in_order("tm_r.conv", ctr.conv_k) }}, tm_r.sender

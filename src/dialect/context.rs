@@ -58,7 +58,12 @@ pub struct MsgIdents {
     pub created_at: Option<String>,
     pub countable: Option<String>,
     pub legacy: Option<String>,
-    /// The rows `countable` and `legacy_countable` read besides their own (`conv`).
+    /// `restricted` (issue 22): the messages only the readers `mem.readers` admits count.
+    pub restricted: Option<String>,
+    /// `recipient` (issue 22): the user key of the one reader an addressed message counts for.
+    pub recipient: Option<String>,
+    /// The rows `countable`, `legacy_countable`, `restricted` and `recipient` read besides
+    /// their own (`conv`).
     pub joins: Joins,
     /// How `conv` is compared ([`KeyCompare`]).
     pub conv_k: KeyCompare,
@@ -118,7 +123,10 @@ pub struct MemIdents {
     pub join: Option<String>,
     /// `join_time`, quoted: the join position is derived from it (macros.sql `join_pos`).
     pub join_time: Option<String>,
-    /// The rows `active` reads besides its own (`conv`, `usr`).
+    /// `[messages] restricted_readers` (issue 22), over the members row: the readers a
+    /// restricted message counts for.
+    pub readers: Option<String>,
+    /// The rows `active` and `readers` read besides their own (`conv`, `usr`).
     pub joins: Joins,
     /// How `conv` is compared.
     pub conv_k: KeyCompare,
@@ -213,11 +221,15 @@ impl SqlContext {
                 created_at: oq(&m.created_at),
                 countable: m.countable.clone(),
                 legacy: m.legacy_countable.clone(),
+                restricted: m.restricted.clone(),
+                recipient: m.recipient.clone(),
                 joins: Joins::new(
                     mapping,
                     dialect,
                     RowRefs::of(m.countable.as_deref())
-                        .or(RowRefs::of(m.legacy_countable.as_deref())),
+                        .or(RowRefs::of(m.legacy_countable.as_deref()))
+                        .or(RowRefs::of(m.restricted.as_deref()))
+                        .or(RowRefs::of(m.recipient.as_deref())),
                 ),
                 conv_k: KeyCompare::default(),
                 sender_k: KeyCompare::default(),
@@ -229,7 +241,13 @@ impl SqlContext {
                 active: mb.active.clone(),
                 join: oq(&mb.join_position),
                 join_time: oq(&mb.join_time),
-                joins: Joins::new(mapping, dialect, RowRefs::of(mb.active.as_deref())),
+                readers: m.restricted_readers.clone(),
+                joins: Joins::new(
+                    mapping,
+                    dialect,
+                    RowRefs::of(mb.active.as_deref())
+                        .or(RowRefs::of(m.restricted_readers.as_deref())),
+                ),
                 conv_k: KeyCompare::default(),
                 user_k: KeyCompare::default(),
             }),

@@ -24,6 +24,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/evidence_macros.sql"),
     ),
     (
+        "reader_macros.sql",
+        include_str!("../../sql/common/reader_macros.sql"),
+    ),
+    (
         "audit_per_member.sql",
         include_str!("../../sql/common/audit_per_member.sql"),
     ),

@@ -186,3 +186,96 @@ fn errors_name_the_key_and_line() {
         "{e}"
     );
 }
+
+#[test]
+fn a_filter_reads_the_looked_up_row_as_lookup() {
+    // Issue 22: the looked-up row is named `lookup`; a filter may read it.
+    let m = Mapping::parse(
+        &BASE.replace(
+            "'m.read.private')",
+            "'m.read.private') AND lookup.type <> 'x'",
+        ),
+        "t.toml",
+    )
+    .unwrap();
+    assert!(m.evidence[0]
+        .source()
+        .and_then(|s| s.filter.as_deref())
+        .is_some_and(|f| f.contains("lookup.type")));
+    // Without a lookup there is no such row: exit 2 at the filter.
+    let e = err(&BASE.replace(
+        "column = \"marked_all_read_at\"",
+        "column = \"marked_all_read_at\"\nfilter = \"lookup.deleted = 0\"",
+    ));
+    assert!(
+        e.starts_with("t.toml:35:10: evidence.filter reads `lookup.`"),
+        "{e}"
+    );
+}
+
+/// BASE with `[messages]` keys of issue 22 ("Messages only some readers count") and a
+/// `[users]` section.
+fn readers(keys: &str) -> String {
+    BASE.replace(
+        "created_at = \"created_at\"\n",
+        &format!("created_at = \"created_at\"\n{keys}"),
+    ) + "\n[users]\ntable = \"users\"\nkey = \"id\"\n"
+}
+
+#[test]
+fn reader_keys_parse_and_are_checked() {
+    let text = readers(
+        "restricted = \"this.post_type = 4\"\nrestricted_readers = \"usr.admin OR usr.moderator\"\nrecipient = \"this.state_key\"\n",
+    );
+    let m = Mapping::parse(&text, "t.toml").unwrap();
+    assert!(m.has_reader_rules());
+    assert_eq!(m.messages.restricted.as_deref(), Some("this.post_type = 4"));
+    let keys: Vec<&str> = m.predicates.iter().map(|p| p.key.as_str()).collect();
+    assert!(keys.contains(&"messages.restricted_readers"), "{keys:?}");
+    // Each key is part of the fingerprint; a mapping without them keeps its own.
+    let plain = Mapping::parse(&readers(""), "t.toml").unwrap();
+    assert!(!plain.has_reader_rules());
+    assert_ne!(m.fingerprint, plain.fingerprint);
+    // restricted without restricted_readers, and the reverse: exit 2 at the key.
+    let e = err(&readers("restricted = \"this.post_type = 4\"\n"));
+    assert!(
+        e.starts_with("t.toml:7:14: messages.restricted needs messages.restricted_readers"),
+        "{e}"
+    );
+    let e = err(&readers("restricted_readers = \"usr.admin\"\n"));
+    assert!(
+        e.contains("messages.restricted_readers needs messages.restricted"),
+        "{e}"
+    );
+    // usr. in a messages predicate; a statement separator.
+    let e = err(&readers("recipient = \"usr.id\"\n"));
+    assert!(e.contains("messages.recipient reads `usr.`"), "{e}");
+    let e = err(&readers("recipient = \"x; DROP TABLE y\"\n"));
+    assert!(e.starts_with("t.toml:7:13: messages.recipient: "), "{e}");
+    // Without [members] there is no reader row.
+    let no_members = readers("restricted = \"this.t = 4\"\nrestricted_readers = \"this.staff = 1\"\n")
+        .replace(
+            "[members]\ntable = \"members\"\nuser = \"user_id\"\nconversation = \"conv_id\"\njoin_time = \"joined_at\"\n",
+            "",
+        );
+    let e = err(&no_members);
+    assert!(e.contains("add a [members] section"), "{e}");
+}
+
+#[test]
+fn a_per_message_counter_refuses_reader_keys() {
+    let text = readers("recipient = \"this.state_key\"\n")
+        .replace(
+            "shape = \"per_member\"\ntable = \"unread_counters\"\nuser = \"user_id\"\nconversation = \"conv_id\"\n",
+            "shape = \"per_message\"\n",
+        )
+        .replace(
+            "[[evidence]]\nkind = \"timestamp\"\ntable = \"users\"\nuser = \"id\"\ncolumn = \"marked_all_read_at\"\n",
+            "",
+        );
+    let e = err(&text);
+    assert!(
+        e.starts_with("t.toml:7:13: messages.recipient: a per_message counter"),
+        "{e}"
+    );
+}

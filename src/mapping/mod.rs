@@ -32,6 +32,7 @@ mod parse;
 mod policy;
 mod predicates;
 mod raw;
+mod readers;
 mod rows;
 mod types;
 mod validate;

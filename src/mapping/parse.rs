@@ -78,6 +78,17 @@ impl Mapping {
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
         let (conversations, users, contract) =
             super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
+        super::readers::check(
+            &loc,
+            &raw,
+            &messages,
+            members.as_ref(),
+            &counter,
+            super::rows::RowRefs {
+                conv: conversations.is_some(),
+                usr: users.is_some(),
+            },
+        )?;
         evidence_row_names(
             &loc,
             &raw,
@@ -136,45 +147,15 @@ impl Mapping {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut predicates = Vec::new();
-        for (table, key, value) in [
-            (&raw.messages, "messages.countable", &messages.countable),
-            (
-                &raw.messages,
-                "messages.legacy_countable",
-                &messages.legacy_countable,
-            ),
-            (
-                raw.members.as_ref().unwrap_or(&raw.messages),
-                "members.active",
-                &members.as_ref().and_then(|m| m.active.clone()),
-            ),
-            (&raw.counter, "counter.value", &counter.value),
-            (&raw.counter, "counter.rows", &counter.rows),
-            (&raw.counter, "counter.countable", &counter.countable),
-        ] {
-            if let Some(pred) = value {
-                let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
-                let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
-                predicates.push(PredicateSite {
-                    key: key.to_string(),
-                    text: pred.clone(),
-                    at: format!("{origin}:{line}:{col}"),
-                });
-            }
-        }
-        predicates.extend(super::counters::predicate_sites(&loc, &raw, &counters));
-        for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
-            if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
-                let span = loc.value_span(table, "filter");
-                let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
-                predicates.push(PredicateSite {
-                    key: format!("evidence[{}].filter", i + 1),
-                    text: filter.clone(),
-                    at: format!("{origin}:{line}:{col}"),
-                });
-            }
-        }
+        let predicates = predicate_sites(
+            &loc,
+            &raw,
+            &messages,
+            members.as_ref(),
+            &counter,
+            &counters,
+            &evidence,
+        );
         let locations = key_locations(&loc, &raw);
         Ok(Mapping {
             predicates,
@@ -192,6 +173,67 @@ impl Mapping {
             contract,
         })
     }
+}
+
+/// Every SQL text of the mapping with the key and `origin:line:col` it was written at, for
+/// [`Mapping::check_predicates`]: the sections' predicates, the counters' after the first,
+/// the evidence filters.
+fn predicate_sites(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+    messages: &Messages,
+    members: Option<&Members>,
+    counter: &Counter,
+    counters: &[Counter],
+    evidence: &[super::types::Evidence],
+) -> Vec<PredicateSite> {
+    let mut predicates = Vec::new();
+    for (table, key, value) in [
+        (&raw.messages, "messages.countable", &messages.countable),
+        (
+            &raw.messages,
+            "messages.legacy_countable",
+            &messages.legacy_countable,
+        ),
+        (
+            raw.members.as_ref().unwrap_or(&raw.messages),
+            "members.active",
+            &members.and_then(|m| m.active.clone()),
+        ),
+        (&raw.messages, "messages.restricted", &messages.restricted),
+        (
+            &raw.messages,
+            "messages.restricted_readers",
+            &messages.restricted_readers,
+        ),
+        (&raw.messages, "messages.recipient", &messages.recipient),
+        (&raw.counter, "counter.value", &counter.value),
+        (&raw.counter, "counter.rows", &counter.rows),
+        (&raw.counter, "counter.countable", &counter.countable),
+    ] {
+        if let Some(pred) = value {
+            let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
+            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+            predicates.push(PredicateSite {
+                key: key.to_string(),
+                text: pred.clone(),
+                at: format!("{}:{line}:{col}", loc.origin),
+            });
+        }
+    }
+    predicates.extend(super::counters::predicate_sites(loc, raw, counters));
+    for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
+        if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
+            let span = loc.value_span(table, "filter");
+            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+            predicates.push(PredicateSite {
+                key: format!("evidence[{}].filter", i + 1),
+                text: filter.clone(),
+                at: format!("{}:{line}:{col}", loc.origin),
+            });
+        }
+    }
+    predicates
 }
 
 /// Where each key's value was written (`origin:line:col` by dotted key: `messages.id`,

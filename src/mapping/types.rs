@@ -61,6 +61,22 @@ pub struct Messages {
     pub countable: Option<String>,
     /// SQL predicate: what the legacy counter counted (default: every message).
     pub legacy_countable: Option<String>,
+    /// Issue 22, "Messages only some readers count": an SQL predicate over the messages row
+    /// (`this`, `conv`): a restricted message (a staff-only whisper) counts only for the
+    /// readers [`Messages::restricted_readers`] admits. Given with it; needs `[members]`.
+    /// Left out of the fingerprint when absent (as the two keys below).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restricted: Option<String>,
+    /// An SQL predicate over the reader's members row (`this`, `usr`, `conv`): the readers
+    /// for whom a [`Messages::restricted`] message counts (e.g. staff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restricted_readers: Option<String>,
+    /// An SQL expression over the messages row (`this`, `conv`): the user key of the one
+    /// reader an addressed message counts for (an invite: its invitee), NULL for a message
+    /// every reader counts. An addressed message is counted for that reader only, whatever
+    /// `restricted` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient: Option<String>,
 }
 
 /// `[members]`.

@@ -297,6 +297,13 @@ impl Checker<'_> {
     fn evidence_extras(&self, raw_e: &Spanned<toml::Table>, e: &RawEvidence) -> anyhow::Result<()> {
         if let Some(f) = &e.filter {
             self.pred(raw_e, "evidence", "filter", f)?;
+            // The looked-up row is named `lookup` (issue 22): only an entry with a lookup has it.
+            if e.lookup.is_none() && crate::sql_text::qualifiers(f).iter().any(|q| q == "lookup") {
+                return Err(self.at(
+                    self.key_span(raw_e, "filter"),
+                    "evidence.filter reads `lookup.`, the looked-up row, but this evidence has no lookup",
+                ));
+            }
         }
         if let Some(l) = &e.lookup {
             if e.kind != EvidenceKind::Position {

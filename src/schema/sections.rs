@@ -48,7 +48,23 @@ impl Queries<'_> {
         texts: &[Option<&str>],
         conds: &[Option<&str>],
     ) -> Result<String> {
+        self.query_looked_up(select, own, texts, conds, None)
+    }
+
+    /// [`Queries::query`] with an evidence entry's lookup row joined as `lookup` (issue 22: a
+    /// `filter` may read it), as the backfill joins it.
+    fn query_looked_up(
+        &self,
+        select: &str,
+        own: Own<'_>,
+        texts: &[Option<&str>],
+        conds: &[Option<&str>],
+        lookup: Option<(&crate::mapping::Lookup, &str)>,
+    ) -> Result<String> {
         let q = |s: &str| self.dialect.quote(s);
+        let lk = lookup.map(|(l, column)| {
+            minijinja::context! { table => q(&l.table), key => q(&l.key), column => q(column) }
+        });
         let refs = texts
             .iter()
             .fold(RowRefs::default(), |r, t| r.or(RowRefs::of(*t)));
@@ -62,6 +78,7 @@ impl Queries<'_> {
                 conv_col => q(own.conv_col),
                 user_col => own.user_col.map(q).unwrap_or_default(),
                 conds => conds,
+                lk => lk,
             },
         )
     }
@@ -162,24 +179,37 @@ fn messages(qs: &Queries<'_>) -> Result<SectionCheck> {
     if let Some(c) = &m.created_at {
         parts.push(qs.column_part("messages.created_at", &m.table, c)?);
     }
-    for (key, p) in [
-        ("messages.countable", &m.countable),
-        ("messages.legacy_countable", &m.legacy_countable),
+    for (key, p, as_value) in [
+        ("messages.countable", &m.countable, false),
+        ("messages.legacy_countable", &m.legacy_countable, false),
+        ("messages.restricted", &m.restricted, false),
+        ("messages.recipient", &m.recipient, true),
     ] {
         if let Some(p) = p {
-            parts.push(qs.predicate_part(key, p, own, false)?);
+            parts.push(qs.predicate_part(key, p, own, as_value)?);
         }
     }
-    let predicates = [m.countable.as_deref(), m.legacy_countable.as_deref()];
-    let cols = qs.columns(&[
+    // Issue 22's keys join the section's query only when given (its text is otherwise as
+    // before).
+    let mut predicates = vec![m.countable.as_deref(), m.legacy_countable.as_deref()];
+    if m.restricted.is_some() {
+        predicates.push(m.restricted.as_deref());
+    }
+    let mut cols = qs.columns(&[
         Some(&m.id),
         Some(&m.conversation),
         Some(&m.sender),
         m.created_at.as_ref(),
     ]);
+    // The texts whose rows are joined: the predicates, and the recipient expression.
+    let mut texts = predicates.clone();
+    if let Some(r) = &m.recipient {
+        cols = format!("{cols}, ({r}) AS tm_recipient");
+        texts.push(Some(r));
+    }
     Ok(SectionCheck {
         section: "[messages]".into(),
-        sql: qs.query(&cols, own, &predicates, &predicates)?,
+        sql: qs.query(&cols, own, &texts, &predicates)?,
         table: ("messages.table".into(), m.table.clone()),
         parts,
     })
@@ -208,13 +238,20 @@ fn members(qs: &Queries<'_>) -> Result<SectionCheck> {
     if let Some(a) = &mb.active {
         parts.push(qs.predicate_part("members.active", a, own, false)?);
     }
+    let readers = qs.mapping.messages.restricted_readers.as_deref();
+    if let Some(r) = readers {
+        parts.push(qs.predicate_part("messages.restricted_readers", r, own, false)?);
+    }
     let cols = qs.columns(&[
         Some(&mb.user),
         Some(&mb.conversation),
         mb.join_position.as_ref(),
         mb.join_time.as_ref(),
     ]);
-    let active = [mb.active.as_deref()];
+    let mut active = vec![mb.active.as_deref()];
+    if readers.is_some() {
+        active.push(readers);
+    }
     Ok(SectionCheck {
         section: "[members]".into(),
         sql: qs.query(&cols, own, &active, &active)?,
@@ -303,8 +340,20 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
                 parts.push(qs.column_part(&format!("evidence[{n}].{k}"), &src.table, c)?);
             }
         }
+        // The lookup row only where the filter reads it (`lookup.`): a missing lookup table
+        // is then still named by its own section below.
+        let reads_lookup = src
+            .filter
+            .as_deref()
+            .is_some_and(|f| crate::sql_text::qualifiers(f).iter().any(|q| q == "lookup"));
+        let looked_up = src
+            .lookup
+            .as_ref()
+            .filter(|_| reads_lookup)
+            .map(|l| (l, src.column.as_str()));
         if let Some(f) = &src.filter {
-            parts.push(qs.predicate_part(&format!("evidence[{n}].filter"), f, own, false)?);
+            let sql = qs.query_looked_up("1", own, &[Some(f)], &[Some(f)], looked_up)?;
+            parts.push((format!("evidence[{n}].filter"), f.clone(), sql));
         }
         let cols = qs.columns(&[
             Some(&src.user),
@@ -314,7 +363,7 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
         let filter = [src.filter.as_deref()];
         checks.push(SectionCheck {
             section: format!("[[evidence]] #{n} ({})", e.kind().as_str()),
-            sql: qs.query(&cols, own, &filter, &filter)?,
+            sql: qs.query_looked_up(&cols, own, &filter, &filter, looked_up)?,
             table: (format!("evidence[{n}].table"), src.table.clone()),
             parts,
         });

@@ -12,7 +12,8 @@
 //! history and at the 64-bit edge (`i64::MAX`); watermarks the application wrote before the
 //! backfill (forward-only: the backfill never moves them back); `--cap`; both shapes; and now
 //! and then a duplicated member row, which every stage must refuse (exit 2) rather than count
-//! twice.
+//! twice; and, in per-member worlds, messages only some readers count (issue 22: restricted
+//! messages with the members who count them, messages addressed to one reader).
 //!
 //! Runs: `TIDEMARK_PROPTEST_CASES` cases per backend (default 24 on SQLite and 8 on each
 //! server); a longer run: `TIDEMARK_PROPTEST_CASES=300 cargo test --test integration
@@ -50,6 +51,56 @@ struct World {
     /// Per table (messages, members, counters, receipts): which of the backend's two
     /// collations its key columns use.
     collations: [bool; 4],
+    /// The mapping says which messages count for some readers only (issue 22, per member):
+    /// `legacy.readers` then holds them.
+    readers: bool,
+}
+
+/// Issue 22's draws: per message whether it is restricted and to whom it is addressed (an
+/// index into USERS), per (conversation, user) whether restricted messages count for them.
+type ReaderDraw = (Vec<(bool, Option<usize>)>, Vec<bool>);
+
+fn reader_draw() -> impl Strategy<Value = ReaderDraw> {
+    (
+        prop::collection::vec(
+            (
+                prop::bool::weighted(0.3),
+                prop::option::weighted(0.2, 0..USERS.len()),
+            ),
+            24,
+        ),
+        prop::collection::vec(any::<bool>(), CONVS.len() * USERS.len()),
+    )
+}
+
+/// Spreads `draw` over the world's messages and members (per member worlds only).
+fn with_readers(mut w: World, draw: Option<ReaderDraw>) -> World {
+    let Some((msgs, admitted)) = draw.filter(|_| !w.legacy.per_message) else {
+        return w;
+    };
+    w.readers = true;
+    for (m, (restricted, to)) in w.legacy.msgs.iter().zip(msgs) {
+        if restricted {
+            w.legacy.readers.restricted.insert(m.id);
+        }
+        if let Some(u) = to {
+            w.legacy
+                .readers
+                .recipient
+                .insert(m.id, USERS[u].to_string());
+        }
+    }
+    for (c, conv) in CONVS.iter().enumerate() {
+        for (u, user) in USERS.iter().enumerate() {
+            if admitted[c * USERS.len() + u] {
+                w.legacy
+                    .readers
+                    .admitted
+                    .insert((conv.to_string(), user.to_string()));
+            }
+        }
+    }
+    w
 }
 
 fn world() -> impl Strategy<Value = World> {
@@ -88,9 +139,13 @@ fn world() -> impl Strategy<Value = World> {
         prop::bool::weighted(0.05),
         any::<[bool; 4]>(),
         prop::collection::btree_set(1i64..60, 0..24),
+        prop::option::weighted(0.5, reader_draw()),
     )
-        .prop_map(|(per_message, cap, convs, dup, collations, ids)| {
-            build(per_message, cap, convs, dup, collations, ids)
+        .prop_map(|(per_message, cap, convs, dup, collations, ids, readers)| {
+            with_readers(
+                build(per_message, cap, convs, dup, collations, ids),
+                readers,
+            )
         })
 }
 
@@ -171,6 +226,7 @@ fn build(
         duplicate_member,
         cap,
         collations,
+        readers: false,
     }
 }
 
@@ -193,12 +249,12 @@ fn schema(backend: Backend, w: &World) -> Vec<String> {
         format!(
             "CREATE TABLE messages (conv_id {k} NOT NULL, id BIGINT NOT NULL, sender_id {k}, \
              is_deleted INT NOT NULL DEFAULT 0, is_system INT NOT NULL DEFAULT 0, unread_count BIGINT, \
-             PRIMARY KEY (conv_id, id))",
+             restricted INT NOT NULL DEFAULT 0, recipient_id {k}, PRIMARY KEY (conv_id, id))",
             k = key(0)
         ),
         format!(
             "CREATE TABLE members (conv_id {k} NOT NULL, user_id {k} NOT NULL, active INT NOT NULL, \
-             join_position BIGINT)",
+             join_position BIGINT, staff INT NOT NULL DEFAULT 0)",
             k = key(1)
         ),
         "CREATE INDEX members_conv ON members (conv_id, user_id)".into(),
@@ -223,14 +279,19 @@ fn data(w: &World) -> (Vec<String>, Vec<String>) {
     let mut rows = Vec::new();
     for m in &l.msgs {
         rows.push(format!(
-            "INSERT INTO messages (conv_id, id, sender_id, is_deleted, is_system, unread_count) \
-             VALUES ({}, {}, {}, {}, {}, {})",
+            "INSERT INTO messages (conv_id, id, sender_id, is_deleted, is_system, unread_count, \
+             restricted, recipient_id) VALUES ({}, {}, {}, {}, {}, {}, {}, {})",
             q(&m.conv),
             m.id,
             m.sender.as_deref().map_or("NULL".to_string(), q),
             m.deleted as i64,
             m.system as i64,
-            n(m.stored)
+            n(m.stored),
+            l.readers.restricted.contains(&m.id) as i64,
+            l.readers
+                .recipient
+                .get(&m.id)
+                .map_or("NULL".to_string(), |u| q(u))
         ));
     }
     let mut members: Vec<(&Key, &Member)> = l.members.iter().collect();
@@ -239,11 +300,13 @@ fn data(w: &World) -> (Vec<String>, Vec<String>) {
     }
     for ((c, u), m) in members {
         rows.push(format!(
-            "INSERT INTO members (conv_id, user_id, active, join_position) VALUES ({}, {}, {}, {})",
+            "INSERT INTO members (conv_id, user_id, active, join_position, staff) \
+             VALUES ({}, {}, {}, {}, {})",
             q(c),
             q(u),
             m.active as i64,
-            n(m.join)
+            n(m.join),
+            l.readers.admitted.contains(&(c.clone(), u.clone())) as i64
         ));
     }
     if !l.per_message {
@@ -316,7 +379,15 @@ async fn check(backend: Backend, w: &World) -> Result<(), TestCaseError> {
     } else {
         scenario::SHAPE_PER_MEMBER
     };
-    std::fs::write(d.join("m.toml"), scenario::mapping_toml(shape, false)).unwrap();
+    let mut toml = scenario::mapping_toml(shape, false);
+    if w.readers {
+        toml = toml.replacen(
+            "[messages]\n",
+            "[messages]\nrestricted = \"this.restricted = 1\"\nrestricted_readers = \"this.staff = 1\"\nrecipient = \"this.recipient_id\"\n",
+            1,
+        );
+    }
+    std::fs::write(d.join("m.toml"), toml).unwrap();
     let mut conn = db.connect().await;
     exec_all(&mut conn, &schema(backend, w)).await;
     let (rows, wms) = data(w);

@@ -39,6 +39,7 @@ use tidemark::values::text;
 on_every_backend!(
     filter_and_lookup,
     filter_reads_conv,
+    filter_reads_lookup,
     user_timestamp,
     highest_of_both,
     join_time,
@@ -239,6 +240,47 @@ async fn filter_and_lookup(backend: Backend) {
         watermarks(&mut conn).await.get(&(1, "carol".into())),
         Some(&(8, "position".into()))
     );
+    let _ = conn.close().await;
+    db.cleanup().await;
+}
+
+/// A filter that reads the looked-up row, named `lookup` (issue 22): only receipts of an event
+/// created before 400 count. alice/1: e3 (created 300) -> 3; bob/1: e4 (400) is left out, e2
+/// (200) -> 2; alice/2: e9 (700) is left out: no evidence; carol as in `filter_and_lookup`.
+/// The preflight resolves the filter with the lookup row joined (it exited 2 "no such column"
+/// before the row had a name).
+async fn filter_reads_lookup(backend: Backend) {
+    let Some((db, mut conn, dialect)) = setup(backend, "evflookup").await else {
+        return;
+    };
+    let toml = format!(
+        "{HEAD}{COUNTER}{}{WATERMARKS}",
+        RECEIPTS.replace(
+            "IN ('m.read', 'm.read.private')\"",
+            "IN ('m.read', 'm.read.private') AND lookup.created_at < 400\""
+        )
+    );
+    assert!(toml.contains("lookup.created_at"));
+    let (got, summary) = expand_backfill(&mut conn, dialect, &toml).await;
+    assert_eq!(
+        got,
+        wm(&[(1, "alice", 3, "position"), (1, "bob", 2, "position")]),
+        "{}",
+        backend.name()
+    );
+    assert_eq!(summary.no_evidence, 4, "{summary:?}");
+    // A column the looked-up row does not have is named by the filter's key (exit 2).
+    let bad = toml.replace("lookup.created_at", "lookup.no_such_col");
+    let mapping = Mapping::parse(&bad, "bad.toml").unwrap();
+    let e = tidemark::schema::preflight(&mut conn, &mapping, dialect)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        tidemark::error::kind(&e),
+        tidemark::error::ErrorKind::BadInput,
+        "{e:#}"
+    );
+    assert!(format!("{e:#}").contains("evidence[1].filter"), "{e:#}");
     let _ = conn.close().await;
     db.cleanup().await;
 }
@@ -529,7 +571,7 @@ async fn plan_shows_the_forms(backend: Backend) {
         // The receipts' filter and lookup.
         "this.receipt_type IN ('m.read', 'm.read.private')".to_string(),
         format!(
-            "FROM {} this JOIN {} tm_l ON tm_l.{} = this.{} AND tm_l.{} = this.{}",
+            "FROM {} this JOIN {} lookup ON lookup.{} = this.{} AND lookup.{} = this.{}",
             q("receipts"),
             q("messages"),
             q("event_id"),

@@ -53,6 +53,7 @@ mod numeric_edges;
 mod predicates;
 mod privileges;
 mod provenance;
+mod readers;
 mod report_files;
 mod runner_lock;
 mod scenarios;

@@ -20,9 +20,14 @@
 //!   joined before it;
 //! - the counter evidence's "highest position of c" (k <= 0) is the highest position of any
 //!   message of the conversation, 0 when it has none;
-//! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values.
+//! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values;
+//! - messages only some readers count (issue 22, [`Readers`]): a message counts for reader u
+//!   when it is addressed to u, or, not addressed, it is not restricted or u is admitted; the
+//!   rule applies to every per-reader fact (recomputed, own, excluded, total) and to the
+//!   counter evidence's L; an addressed message whose sender is its recipient is the
+//!   recipient's own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
 use proptest::strategy::Strategy;
@@ -110,6 +115,37 @@ pub struct Legacy {
     pub counters: BTreeMap<Key, Option<i64>>,
     /// Read receipts: (member, position); several per member, the highest counts.
     pub receipts: Vec<(Key, i64)>,
+    /// Messages only some readers count (issue 22); empty: every reader counts every message.
+    pub readers: Readers,
+}
+
+/// semantics.md "Messages only some readers count" (issue 22), by message position (unique
+/// in the database).
+#[derive(Debug, Clone, Default)]
+pub struct Readers {
+    /// Restricted messages (a staff-only whisper).
+    pub restricted: BTreeSet<i64>,
+    /// The members a restricted message counts for (staff).
+    pub admitted: BTreeSet<Key>,
+    /// Addressed messages and the one reader each counts for (an invite and its invitee).
+    pub recipient: BTreeMap<i64, String>,
+}
+
+impl Legacy {
+    /// Whether `m` counts for `user` of its conversation at all (before countable, own and
+    /// the watermark): addressed to them, or not addressed and not restricted or admitted.
+    pub fn visible(&self, m: &Msg, user: &str) -> bool {
+        match self.readers.recipient.get(&m.id) {
+            Some(r) => r == user,
+            None => {
+                !self.readers.restricted.contains(&m.id)
+                    || self
+                        .readers
+                        .admitted
+                        .contains(&(m.conv.clone(), user.to_string()))
+            }
+        }
+    }
 }
 
 /// The audit the model expects.
@@ -224,7 +260,7 @@ fn counter_position(l: &Legacy, conv: &str, user: &str, member: Member, k: i64) 
         .msgs
         .iter()
         .filter(|m| m.conv == conv && m.countable() && m.sender.as_deref() != Some(user))
-        .filter(|m| member.join.is_none_or(|j| m.id > j))
+        .filter(|m| member.join.is_none_or(|j| m.id > j) && l.visible(m, user))
         .map(|m| m.id)
         .collect();
     ls.sort_unstable_by(|a, b| b.cmp(a));
@@ -385,7 +421,7 @@ fn member_facts_of(
     let count = |f: &dyn Fn(&Msg) -> bool| {
         l.msgs
             .iter()
-            .filter(|m| &m.conv == conv && keep(m, user) && f(m))
+            .filter(|m| &m.conv == conv && l.visible(m, user) && keep(m, user) && f(m))
             .count() as i64
     };
     let recomputed = if is_member {

@@ -1,0 +1,44 @@
+{#- Issue 22, "Messages only some readers count" (semantics.md): the pieces the one-pass
+    statements add when the mapping has `[messages] restricted` (with `restricted_readers`)
+    or `recipient`. A message counts for reader u when it is not addressed to another reader
+    (recipient NULL or u) and, unless addressed, not restricted or u admitted. The passes keep
+    their running counts over the conversation and over (conversation, sender) for the
+    messages every reader counts, and add:
+      - restricted: the same counts over the restricted (unaddressed) messages, subtracted
+        for a reader the predicate does not admit (`adm` = 0);
+      - addressed: running counts over (conversation, recipient): at a reader's threshold row
+        (whose `rcp` is the reader) they count the messages addressed to that reader.
+    A message row carries `rs` (1: restricted) and `rcp` (its recipient, NULL for everyone)
+    beside its flags; `f` is its alias. Every argument is passed in. -#}
+{% import "macros.sql" as m %}
+
+{#- The message row's own columns: `, rs, rcp` over the messages row `this`. -#}
+{% macro msg_cols(msg) %}{% if msg.restricted %}, CASE WHEN {{ m.pred(msg.restricted) }} THEN 1 ELSE 0 END AS rs{% endif %}{% if msg.recipient %}, {{ m.out("(" ~ msg.recipient ~ ")", msg.sender_k) }} AS rcp{% endif %}{% endmacro %}
+
+{#- A flag `v` of the message row `f` for the messages every reader counts (unaddressed). -#}
+{% macro gen(msg, f, v) %}{% if msg.recipient %}CASE WHEN {{ f }}.rcp IS NULL THEN {{ f }}.{{ v }} ELSE 0 END{% else %}{{ f }}.{{ v }}{% endif %}{% endmacro %}
+
+{#- The flag `v` of a restricted, unaddressed message (else 0). -#}
+{% macro res(msg, f, v) %}CASE WHEN {{ f }}.rs = 1{% if msg.recipient %} AND {{ f }}.rcp IS NULL{% endif %} THEN {{ f }}.{{ v }} ELSE 0 END{% endmacro %}
+
+{#- The flag `v` of an addressed message: `own` false: addressed to another than its sender;
+    true: addressed to its own sender. -#}
+{% macro adr(f, v, own) %}CASE WHEN {{ f }}.rcp IS NOT NULL AND {% if own %}{{ f }}.sender = {{ f }}.rcp{% else %}({{ f }}.sender IS NULL OR {{ f }}.sender <> {{ f }}.rcp){% endif %} THEN {{ f }}.{{ v }} ELSE 0 END{% endmacro %}
+
+{#- A threshold row's extra columns (`names`: each restricted or addressed flag, all 0),
+    with its admission `adm` and its reader as `rcp`. -#}
+{% macro reader_cols(msg, adm, usr, rflags, tflags) %}{% if msg.restricted %}, {{ adm }} AS adm{% for n in rflags %}, 0 AS {{ n }}{% endfor %}{% endif %}{% if msg.recipient %}, {{ usr }} AS rcp{% for n in tflags %}, 0 AS {{ n }}{% endfor %}{% endif %}{% endmacro %}
+
+{#- A message row's extra columns in the same order: NULL admission, each restricted flag
+    from `rsrc` (the flags' sources), its recipient, each addressed flag from `tsrc` (each a
+    [flag, own] pair). -#}
+{% macro message_cols(msg, f, rsrc, tsrc) %}{% if msg.restricted %}, NULL{% for v in rsrc %}, {{ res(msg, f, v) }}{% endfor %}{% endif %}{% if msg.recipient %}, {{ f }}.rcp{% for p in tsrc %}, {{ adr(f, p[0], p[1]) }}{% endfor %}{% endif %}{% endmacro %}
+
+{#- A running sum of `v` over the addressed messages of the row's reader (`s`: the stream's
+    alias, `order`: the window's ORDER BY and frame). -#}
+{% macro to_sum(s, v, order) %}SUM({{ s }}.{{ v }}) OVER (PARTITION BY {{ s }}.conv, {{ s }}.rcp {{ order }}){% endmacro %}
+
+{#- What a reader-dependent count adds at a threshold row `w`: minus the restricted count
+    (`all` - `own`, or `all` alone) for a reader not admitted, plus the count addressed to the
+    reader (`to`). Empty without the keys. -#}
+{% macro adjust(msg, w, all, own, to) %}{% if msg.restricted %} - (1 - {{ w }}.adm) * ({{ w }}.{{ all }}{% if own %} - {{ w }}.{{ own }}{% endif %}){% endif %}{% if msg.recipient %} + {{ w }}.{{ to }}{% endif %}{% endmacro %}
