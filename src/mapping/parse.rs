@@ -76,17 +76,7 @@ impl Mapping {
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
         let (conversations, users, contract) =
             super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
-        super::readers::check(
-            &loc,
-            &raw,
-            &messages,
-            members.as_ref(),
-            &counter,
-            super::rows::RowRefs {
-                conv: conversations.is_some(),
-                usr: users.is_some(),
-            },
-        )?;
+        super::readers::check(&loc, &raw, &messages, members.as_ref(), &counter)?;
         evidence_row_names(
             &loc,
             &raw,
@@ -139,13 +129,6 @@ impl Mapping {
                 "members.active",
                 &members.as_ref().and_then(|m| m.active.clone()),
             ),
-            (&raw.messages, "messages.restricted", &messages.restricted),
-            (
-                &raw.messages,
-                "messages.restricted_readers",
-                &messages.restricted_readers,
-            ),
-            (&raw.messages, "messages.recipient", &messages.recipient),
             (&raw.counter, "counter.value", &counter.value),
             (&raw.counter, "counter.rows", &counter.rows),
         ] {
@@ -170,6 +153,7 @@ impl Mapping {
                 });
             }
         }
+        predicates.extend(super::readers::sites(&loc, &raw, &messages));
         // Where each key's value was written, for the database checks' messages.
         let mut sections: Vec<(String, &Spanned<toml::Table>)> = vec![
             ("messages".into(), &raw.messages),
