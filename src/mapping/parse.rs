@@ -78,17 +78,7 @@ impl Mapping {
         let policy = super::policy::parse(&loc, raw.backfill.as_ref())?;
         let (conversations, users, contract) =
             super::rows::parse(&loc, &raw, &messages, members.as_ref(), &counter)?;
-        super::readers::check(
-            &loc,
-            &raw,
-            &messages,
-            members.as_ref(),
-            &counter,
-            super::rows::RowRefs {
-                conv: conversations.is_some(),
-                usr: users.is_some(),
-            },
-        )?;
+        super::readers::check(&loc, &raw, &messages, members.as_ref(), &counter)?;
         evidence_row_names(
             &loc,
             &raw,
@@ -200,13 +190,6 @@ fn predicate_sites(
             "members.active",
             &members.and_then(|m| m.active.clone()),
         ),
-        (&raw.messages, "messages.restricted", &messages.restricted),
-        (
-            &raw.messages,
-            "messages.restricted_readers",
-            &messages.restricted_readers,
-        ),
-        (&raw.messages, "messages.recipient", &messages.recipient),
         (&raw.counter, "counter.value", &counter.value),
         (&raw.counter, "counter.rows", &counter.rows),
         (&raw.counter, "counter.countable", &counter.countable),
@@ -221,6 +204,7 @@ fn predicate_sites(
             });
         }
     }
+    predicates.extend(super::readers::sites(loc, raw, messages));
     predicates.extend(super::counters::predicate_sites(loc, raw, counters));
     for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
         if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {

@@ -12,10 +12,10 @@
 //! uses; the statements read them through the SQL context (`sql/common/audit_per_member.sql`,
 //! `sql/common/backfill_counter_rank.sql`).
 
-use super::locator::Locator;
+use super::locator::{line_col, Locator};
 use super::raw::RawMapping;
 use super::rows::{RowChecks, RowRefs};
-use super::types::{Counter, Mapping, Members, Messages, Shape};
+use super::types::{Counter, Mapping, Members, Messages, PredicateSite, Shape};
 use super::validate::check_predicate;
 
 impl Mapping {
@@ -37,8 +37,11 @@ pub(super) fn check(
     messages: &Messages,
     members: Option<&Members>,
     counter: &Counter,
-    has: RowRefs,
 ) -> anyhow::Result<()> {
+    let has = RowRefs {
+        conv: raw.conversations.is_some(),
+        usr: raw.users.is_some(),
+    };
     let t = &raw.messages;
     let at = |key: &str, msg: &str| loc.at(loc.value_span(t, key).or(Some(t.span())), msg);
     for (key, text) in [
@@ -80,4 +83,31 @@ pub(super) fn check(
         has,
         true,
     )
+}
+
+/// Where each of the keys was written, for [`Mapping::check_predicates`] (each parsed as one
+/// expression of the database's dialect).
+pub(super) fn sites(
+    loc: &Locator<'_>,
+    raw: &RawMapping,
+    messages: &Messages,
+) -> Vec<PredicateSite> {
+    let t = &raw.messages;
+    [
+        ("restricted", &messages.restricted),
+        ("restricted_readers", &messages.restricted_readers),
+        ("recipient", &messages.recipient),
+    ]
+    .into_iter()
+    .filter_map(|(key, text)| {
+        let text = text.as_ref()?;
+        let span = loc.value_span(t, key).unwrap_or(t.span());
+        let (line, col) = line_col(loc.text, span.start);
+        Some(PredicateSite {
+            key: format!("messages.{key}"),
+            text: text.clone(),
+            at: format!("{}:{line}:{col}", loc.origin),
+        })
+    })
+    .collect()
 }
