@@ -28,7 +28,14 @@
     without the second pass: `range3` is then not placed (bind the batch twice). The pass
     then carries only what the count needs (no classification facts): the countable messages
     alone, two running sums instead of five, rows a quarter as wide to sort (PostgreSQL
-    15, 5 000 members: 41 ms a batch with every fact carried). -#}
+    15, 5 000 members: 41 ms a batch with every fact carried).
+
+    Shape read_flags (semantics.md "Shape C", issue 22): the counter rows are the members'
+    flag rows (the SqlContext's derived table, `tm_pos` its message's position, `tm_unread`
+    1 unless read), summed per member; the drifting rows get two more facts, from t as above:
+    read_after (flag rows saying read on countable messages of others after t) and
+    unread_before (flag rows saying unread at or before t), read by `range_fl` (the flags by
+    their messages' conversation) and `range_fm` (the messages, for `countable`). -#}
 {% import "macros.sql" as m %}
 {% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
@@ -161,8 +168,34 @@ SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
        CAST({{ m.clamp("tm_r.own_after", cap) }} AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
-       CAST({{ m.clamp("tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable
+       CAST({{ m.clamp("tm_r.t_all - tm_r.t_own", cap) }} AS {{ int }}) AS total_countable{% if shape == "read_flags" %},
+       CAST(COALESCE(tm_o.rd, 0) AS {{ int }}) AS read_after,
+       CAST(COALESCE(tm_o.ur, 0) AS {{ int }}) AS unread_before{% endif %}
+
 FROM tm_w2 tm_r
+{% if shape == "read_flags" %}
+LEFT JOIN (SELECT tm_z.conv AS conv, tm_z.usr AS usr,
+                  SUM(CASE WHEN tm_fl.unread = 0 AND tm_fl.pos > tm_z.t AND tm_mm.c = 1
+                            AND (tm_mm.sender IS NULL OR tm_mm.sender <> tm_z.usr) THEN 1 ELSE 0 END) AS rd,
+                  SUM(CASE WHEN tm_fl.unread = 1 AND tm_fl.pos <= tm_z.t THEN 1 ELSE 0 END) AS ur
+           FROM (SELECT tm_d.conv AS conv, tm_d.usr AS usr,
+                        CASE WHEN tm_d.join_pos IS NOT NULL AND tm_d.join_pos > COALESCE(tm_d.last_read_id, 0)
+                             THEN tm_d.join_pos ELSE COALESCE(tm_d.last_read_id, 0) END AS t
+                 FROM tm_d) tm_z
+           JOIN (SELECT {{ m.out("this." ~ ctr.conv, ctr.conv_k) }} AS conv, {{ m.out("this." ~ ctr.user, ctr.user_k) }} AS usr,
+                        this.{{ ctr.pos }} AS pos, this.{{ ctr.unread }} AS unread
+                 FROM {{ ctr.table }} this
+                 WHERE 1 = 1{{ m.range("this." ~ ctr.conv, range_fl, ctr.conv_k) }}) tm_fl
+             ON tm_fl.conv = tm_z.conv AND tm_fl.usr = tm_z.usr
+           LEFT JOIN (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos,
+                             {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
+                             CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c
+                      FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+                      WHERE 1 = 1{{ m.range("this." ~ msg.conv, range_fm, msg.conv_k) }}) tm_mm
+             ON tm_mm.conv = tm_fl.conv AND tm_mm.pos = tm_fl.pos
+           GROUP BY tm_z.conv, tm_z.usr) tm_o
+       ON tm_o.conv = tm_r.conv AND tm_o.usr = tm_r.sender
+{% endif %}
 WHERE tm_r.kind = 0
 ORDER BY {{ m.in_order("tm_r.conv", ctr.conv_k) }}, tm_r.sender
 {% endif %}

@@ -41,6 +41,15 @@ fn evidence_row_names(
         }
         ck.row_names(t, "evidence.filter", Some(filter), has, true)?;
     }
+    for (e, t) in evidence.iter().zip(&raw.evidence) {
+        let refs = RowRefs::of(e.read.as_deref());
+        if refs.conv || refs.usr {
+            return Err(loc.at(
+                loc.value_span(t, "read").or(Some(t.span())),
+                "evidence.read: a predicate over the flag row `this` alone (no `conv.` or `usr.`)",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -130,6 +139,7 @@ impl Mapping {
             ),
             (&raw.counter, "counter.value", &counter.value),
             (&raw.counter, "counter.rows", &counter.rows),
+            (&raw.counter, "counter.read", &counter.read),
         ] {
             if let Some(pred) = value {
                 let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
@@ -142,12 +152,17 @@ impl Mapping {
             }
         }
         for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
-            if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
-                let span = loc.value_span(table, "filter");
+            let src = e.source();
+            for (key, text_of) in [
+                ("filter", src.and_then(|s| s.filter.as_ref())),
+                ("read", src.and_then(|s| s.read.as_ref())),
+            ] {
+                let Some(pred) = text_of else { continue };
+                let span = loc.value_span(table, key);
                 let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
                 predicates.push(PredicateSite {
-                    key: format!("evidence[{}].filter", i + 1),
-                    text: filter.clone(),
+                    key: format!("evidence[{}].{key}", i + 1),
+                    text: pred.clone(),
                     at: format!("{origin}:{line}:{col}"),
                 });
             }

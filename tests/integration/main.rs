@@ -62,3 +62,4 @@ mod tolerance;
 mod total_minus_seen;
 mod two_connections;
 mod unfinished_runs;
+mod zulip;

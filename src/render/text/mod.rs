@@ -116,6 +116,12 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
             s.unrepresentable_counters
         )?;
     }
+    if let Some(f) = &s.read_flags {
+        writeln!(w,
+            "  read flags: {} messages read out of order become unread under the watermarks, {} messages flagged unread are marked read ({} members; `tidemark audit` of a read_flags mapping lists each, class read_out_of_order)",
+            f.read_out_of_order, f.unread_marked_read, f.members
+        )?;
+    }
     if dry_run {
         writeln!(w, "  dry run: nothing was written")?;
     }
@@ -140,7 +146,8 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
             "  {:<22} {:>8}  examples (conversation/subject: stored -> recomputed)",
             "class", "rows"
         )?;
-        for class in crate::drift::DriftClass::ALL {
+        let read_flags = s.shape == crate::mapping::Shape::ReadFlags;
+        for class in crate::drift::DriftClass::in_order(read_flags) {
             let n = s.by_class.get(class.as_str()).copied().unwrap_or(0);
             if n == 0 {
                 continue;

@@ -57,6 +57,8 @@ pub(super) async fn audit_batches(
     let unit = match shape {
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
+        // The members (read_flags needs them): the flag rows are many per member.
+        Shape::ReadFlags => BatchUnit::Subjects,
     };
     let total = match rows_in_scope(conn, run).await {
         Ok(total) => total,
@@ -334,7 +336,7 @@ pub fn statements_in(
 /// The audit template of a shape.
 fn template(shape: Shape) -> &'static str {
     match shape {
-        Shape::PerMember => "audit_per_member.sql",
+        Shape::PerMember | Shape::ReadFlags => "audit_per_member.sql",
         Shape::PerMessage => "audit_per_message.sql",
     }
 }
@@ -351,7 +353,7 @@ fn template(shape: Shape) -> &'static str {
 /// places them in.
 fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
     match ctx.shape {
-        Shape::PerMember => {
+        Shape::PerMember | Shape::ReadFlags => {
             let mut v = vec!["range", "range2"];
             if !count_only {
                 v.push("range3");
@@ -359,6 +361,10 @@ fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
             v.push("range_wm");
             if ctx.mem.is_some() {
                 v.push("range_mem");
+            }
+            if ctx.shape == Shape::ReadFlags && !count_only {
+                // The drifting rows' flags and their messages (the read_out_of_order facts).
+                v.extend(["range_fl", "range_fm"]);
             }
             v
         }

@@ -296,6 +296,14 @@ async fn run_batches(
         Settle::Unguarded => summary.settle_unguarded = true,
         Settle::Quiet(_, secs) => summary.settle_time_s = Some(*secs),
     }
+    if summary.read_flags.is_none()
+        && mapping
+            .evidence
+            .iter()
+            .any(|e| e.kind() == EvidenceKind::ReadFlags)
+    {
+        summary.read_flags = Some(Default::default());
+    }
     let total = count_subjects(conn, ctx).await?;
     let mut progress = opts
         .progress
@@ -567,5 +575,5 @@ mod summary;
 mod throttle;
 
 use evidence::{run_batch, settle_predicate, CheckpointOf, Record, Settle};
-pub use summary::BackfillSummary;
+pub use summary::{BackfillSummary, FlagCounts};
 pub use throttle::throttle_delay;
