@@ -15,15 +15,16 @@ pub enum DriftClass {
     Orphan,
     /// Stored < 0: an unguarded decrement (seed 004 §4.2).
     Negative,
+    /// Shape C only (read flags, issue 22): the row's flags disagree with its watermark, and
+    /// exactly so: stored - (unread flags at or before the watermark) + (read flags on
+    /// countable messages of others after it) = recomputed. Messages read out of order
+    /// become unread under a watermark. Checked after `negative`, before
+    /// `own_messages_counted`: the flags are the stored value's own rows, the surest explanation.
+    ReadOutOfOrder,
     /// Stored = recomputed + own messages after the watermark (seed 000 §3).
     OwnMessagesCounted,
     /// Stored = recomputed + legacy-counted messages that are not countable (deleted, system).
     ExcludedCounted,
-    /// Shape C only (read flags, issue 22): the row's flags disagree with its watermark, and
-    /// exactly so: stored - (unread flags at or before the watermark) + (read flags on
-    /// countable messages of others after it) = recomputed. Messages read out of order
-    /// become unread under a watermark; checked after `excluded_counted`, before `cleared`.
-    ReadOutOfOrder,
     /// Stored = 0 while recomputed > 0: "mark all read" raced a new message (seed 000 §2).
     Cleared,
     /// Stored exceeds every countable message there is: duplicate deliveries piled up.
@@ -49,14 +50,14 @@ impl DriftClass {
     ];
 
     /// Every class a mapping of shape C (`read_flags`) can report, in classification order:
-    /// [`DriftClass::ALL`] with `read_out_of_order` before `cleared`; [`DriftClass::ALL`]
+    /// [`DriftClass::ALL`] with `read_out_of_order` after `negative`; [`DriftClass::ALL`]
     /// itself for the other shapes.
     pub fn in_order(read_flags: bool) -> Vec<DriftClass> {
         let mut v = DriftClass::ALL.to_vec();
         if read_flags {
             let at = v
                 .iter()
-                .position(|c| *c == DriftClass::Cleared)
+                .position(|c| *c == DriftClass::OwnMessagesCounted)
                 .unwrap_or(0);
             v.insert(at, DriftClass::ReadOutOfOrder);
         }
@@ -175,12 +176,6 @@ pub fn classify(f: &Facts, cap: Option<i64>) -> Option<Drift> {
             DriftClass::Orphan
         }
         _ if stored < 0 => DriftClass::Negative,
-        _ if f.own > 0 && stored == clamp(recomputed.saturating_add(f.own)) => {
-            DriftClass::OwnMessagesCounted
-        }
-        _ if f.excluded > 0 && stored == clamp(recomputed.saturating_add(f.excluded)) => {
-            DriftClass::ExcludedCounted
-        }
         _ if f.flags.is_some_and(|x| {
             x.read_after.saturating_add(x.unread_before) > 0
                 && recomputed
@@ -192,6 +187,12 @@ pub fn classify(f: &Facts, cap: Option<i64>) -> Option<Drift> {
         }) =>
         {
             DriftClass::ReadOutOfOrder
+        }
+        _ if f.own > 0 && stored == clamp(recomputed.saturating_add(f.own)) => {
+            DriftClass::OwnMessagesCounted
+        }
+        _ if f.excluded > 0 && stored == clamp(recomputed.saturating_add(f.excluded)) => {
+            DriftClass::ExcludedCounted
         }
         _ if stored == 0 && recomputed > 0 => DriftClass::Cleared,
         _ if stored > clamp(f.total) => DriftClass::ExceedsHistory,
@@ -300,9 +301,19 @@ mod tests {
         // Not exactly explained: the generic classes.
         assert_eq!(class(flags(2, 6, 3, 0), None), Some(DriftClass::Undercount));
         assert_eq!(class(flags(0, 2, 0, 0), None), Some(DriftClass::Cleared));
+        // Explained by the flags before an own-messages coincidence.
+        let own = Facts {
+            own: 1,
+            ..flags(2, 1, 0, 1)
+        };
+        assert_eq!(class(own, None), Some(DriftClass::ReadOutOfOrder));
         assert_eq!(
-            DriftClass::in_order(true)[5..7],
-            [DriftClass::ReadOutOfOrder, DriftClass::Cleared]
+            DriftClass::in_order(true)[2..5],
+            [
+                DriftClass::Negative,
+                DriftClass::ReadOutOfOrder,
+                DriftClass::OwnMessagesCounted
+            ]
         );
         assert_eq!(DriftClass::in_order(false), DriftClass::ALL.to_vec());
     }

@@ -12,7 +12,9 @@
     messages row `this` for `countable` as everywhere; one grouped pass, joined by member. -#}
 {% import "macros.sql" as m %}
 {% import "evidence_macros.sql" as evf %}
-{% set e = (evidence | selectattr("kind", "equalto", "read_flags") | list)[0] %}
+{% set flagged = evidence | selectattr("kind", "equalto", "read_flags") | list %}
+{% if flagged %}
+{% set e = flagged[0] %}
 SELECT tm_q.conv AS conv, tm_q.usr AS usr, tm_q.ex AS ex, tm_q.act AS act, tm_q.v AS v,
        tm_q.src AS src, tm_q.kept AS kept, tm_q.held AS held, tm_q.unrep AS unrep,
        CAST(COALESCE(tm_o.rd, 0) AS {{ int }}) AS oo_read,
@@ -44,3 +46,4 @@ LEFT JOIN (SELECT tm_z.conv AS conv, tm_z.usr AS usr,
              ON tm_fl.msg = tm_mm.pos AND tm_fl.usr = tm_z.usr
            GROUP BY tm_z.conv, tm_z.usr) tm_o
        ON tm_o.conv = tm_q.conv AND tm_o.usr = tm_q.usr
+{% endif %}

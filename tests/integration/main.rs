@@ -52,6 +52,7 @@ mod numeric_edges;
 mod predicates;
 mod privileges;
 mod provenance;
+mod read_flags;
 mod report_files;
 mod runner_lock;
 mod scenarios;
