@@ -165,8 +165,6 @@ SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
             WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN 1
             ELSE 0 END AS kept,
        tm_c.held AS held, tm_c.unrep AS unrep
-FROM tm_ch tm_c
-{% if has_flags %}
+FROM tm_ch tm_c{% if has_flags %}
 )
-{% include "backfill_flags.sql" %}
-{% endif %}
+{% include "backfill_flags.sql" %}{% endif %}

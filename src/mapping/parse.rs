@@ -151,22 +151,11 @@ impl Mapping {
                 });
             }
         }
-        for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
-            let src = e.source();
-            for (key, text_of) in [
-                ("filter", src.and_then(|s| s.filter.as_ref())),
-                ("read", src.and_then(|s| s.read.as_ref())),
-            ] {
-                let Some(pred) = text_of else { continue };
-                let span = loc.value_span(table, key);
-                let (line, col) = line_col(text, span.unwrap_or(table.span()).start);
-                predicates.push(PredicateSite {
-                    key: format!("evidence[{}].{key}", i + 1),
-                    text: pred.clone(),
-                    at: format!("{origin}:{line}:{col}"),
-                });
-            }
-        }
+        predicates.extend(evidence_predicates(
+            &loc,
+            raw.evidence.as_slice(),
+            &evidence,
+        ));
         // Where each key's value was written, for the database checks' messages.
         let mut sections: Vec<(String, &Spanned<toml::Table>)> = vec![
             ("messages".into(), &raw.messages),
@@ -210,6 +199,33 @@ impl Mapping {
             contract,
         })
     }
+}
+
+/// Each evidence entry's predicates (`filter`, `read`) with where they were written, as
+/// `evidence[N].<key>`.
+fn evidence_predicates(
+    loc: &Locator<'_>,
+    tables: &[Spanned<toml::Table>],
+    evidence: &[super::types::Evidence],
+) -> Vec<PredicateSite> {
+    let mut out = Vec::new();
+    for (i, (e, table)) in evidence.iter().zip(tables).enumerate() {
+        let src = e.source();
+        for (key, text_of) in [
+            ("filter", src.and_then(|s| s.filter.as_ref())),
+            ("read", src.and_then(|s| s.read.as_ref())),
+        ] {
+            let Some(pred) = text_of else { continue };
+            let span = loc.value_span(table, key);
+            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+            out.push(PredicateSite {
+                key: format!("evidence[{}].{key}", i + 1),
+                text: pred.clone(),
+                at: format!("{}:{line}:{col}", loc.origin),
+            });
+        }
+    }
+    out
 }
 
 /// Lower-case hex of bytes.
