@@ -1,5 +1,6 @@
 //! Drift classification (`shared/spec/semantics.md`, "Drift classes"): every drifting row gets
-//! exactly one class, the first that applies, in the order of [`DriftClass::ALL`].
+//! exactly one class, the first that applies, in the order of [`DriftClass::ALL`] (shape C,
+//! read flags: [`DriftClass::in_order`], which adds `read_out_of_order`).
 
 use serde::Serialize;
 
@@ -14,6 +15,12 @@ pub enum DriftClass {
     Orphan,
     /// Stored < 0: an unguarded decrement (seed 004 §4.2).
     Negative,
+    /// Shape C only (read flags, issue 22): the row's flags disagree with its watermark, and
+    /// exactly so: stored - (unread flags at or before the watermark) + (read flags on
+    /// countable messages of others after it) = recomputed. Messages read out of order
+    /// become unread under a watermark. Checked after `negative`, before
+    /// `own_messages_counted`: the flags are the stored value's own rows, the surest explanation.
+    ReadOutOfOrder,
     /// Stored = recomputed + own messages after the watermark (seed 000 §3).
     OwnMessagesCounted,
     /// Stored = recomputed + legacy-counted messages that are not countable (deleted, system).
@@ -42,6 +49,21 @@ impl DriftClass {
         DriftClass::Undercount,
     ];
 
+    /// Every class a mapping of shape C (`read_flags`) can report, in classification order:
+    /// [`DriftClass::ALL`] with `read_out_of_order` after `negative`; [`DriftClass::ALL`]
+    /// itself for the other shapes.
+    pub fn in_order(read_flags: bool) -> Vec<DriftClass> {
+        let mut v = DriftClass::ALL.to_vec();
+        if read_flags {
+            let at = v
+                .iter()
+                .position(|c| *c == DriftClass::OwnMessagesCounted)
+                .unwrap_or(0);
+            v.insert(at, DriftClass::ReadOutOfOrder);
+        }
+        v
+    }
+
     /// The name used in the CSV report, JSON and the ledger.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -50,6 +72,7 @@ impl DriftClass {
             DriftClass::Negative => "negative",
             DriftClass::OwnMessagesCounted => "own_messages_counted",
             DriftClass::ExcludedCounted => "excluded_counted",
+            DriftClass::ReadOutOfOrder => "read_out_of_order",
             DriftClass::Cleared => "cleared",
             DriftClass::ExceedsHistory => "exceeds_history",
             DriftClass::Overcount => "overcount",
@@ -74,6 +97,16 @@ pub enum Membership {
     PerMessage { orphans: i64 },
 }
 
+/// Shape C (read flags): what a member's flag rows say beside the watermark, exact counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlagFacts {
+    /// Flag rows saying read, on countable messages of others after the threshold (the
+    /// watermark, or the join position above it): unread now.
+    pub read_after: i64,
+    /// Flag rows saying unread at or before the threshold: read now.
+    pub unread_before: i64,
+}
+
 /// What the audit statement measured for one drifting row. Counts are already limited to
 /// cap+1 by the SQL when a cap is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +127,8 @@ pub struct Facts {
     /// (per message: every reader the message ever had, the members but the sender who
     /// joined before it, active or not).
     pub total: i64,
+    /// Shape C: the member's read flags beside the watermark (None for shapes A and B).
+    pub flags: Option<FlagFacts>,
 }
 
 /// A classified drift: the compared (clamped) values, their difference and the class.
@@ -141,6 +176,18 @@ pub fn classify(f: &Facts, cap: Option<i64>) -> Option<Drift> {
             DriftClass::Orphan
         }
         _ if stored < 0 => DriftClass::Negative,
+        _ if f.flags.is_some_and(|x| {
+            x.read_after.saturating_add(x.unread_before) > 0
+                && recomputed
+                    == clamp(
+                        raw_stored
+                            .saturating_sub(x.unread_before)
+                            .saturating_add(x.read_after),
+                    )
+        }) =>
+        {
+            DriftClass::ReadOutOfOrder
+        }
         _ if f.own > 0 && stored == clamp(recomputed.saturating_add(f.own)) => {
             DriftClass::OwnMessagesCounted
         }
@@ -172,6 +219,7 @@ mod tests {
             own,
             excluded,
             total,
+            flags: None,
         }
     }
 
@@ -227,6 +275,50 @@ mod tests {
     }
 
     #[test]
+    fn read_flags_explain_a_row_exactly_or_not_at_all() {
+        let flags = |stored, recomputed, read_after, unread_before| Facts {
+            flags: Some(FlagFacts {
+                read_after,
+                unread_before,
+            }),
+            ..member(Some(stored), recomputed, 0, 0, 10)
+        };
+        // 2 unread flags, 3 read out of order after the watermark: 5 unread now.
+        assert_eq!(
+            class(flags(2, 5, 3, 0), None),
+            Some(DriftClass::ReadOutOfOrder)
+        );
+        // All read, one of them out of order above a lower watermark: not `cleared`.
+        assert_eq!(
+            class(flags(0, 1, 1, 0), None),
+            Some(DriftClass::ReadOutOfOrder)
+        );
+        // A watermark above an unread flag: it is read now.
+        assert_eq!(
+            class(flags(3, 2, 0, 1), None),
+            Some(DriftClass::ReadOutOfOrder)
+        );
+        // Not exactly explained: the generic classes.
+        assert_eq!(class(flags(2, 6, 3, 0), None), Some(DriftClass::Undercount));
+        assert_eq!(class(flags(0, 2, 0, 0), None), Some(DriftClass::Cleared));
+        // Explained by the flags before an own-messages coincidence.
+        let own = Facts {
+            own: 1,
+            ..flags(2, 1, 0, 1)
+        };
+        assert_eq!(class(own, None), Some(DriftClass::ReadOutOfOrder));
+        assert_eq!(
+            DriftClass::in_order(true)[2..5],
+            [
+                DriftClass::Negative,
+                DriftClass::ReadOutOfOrder,
+                DriftClass::OwnMessagesCounted
+            ]
+        );
+        assert_eq!(DriftClass::in_order(false), DriftClass::ALL.to_vec());
+    }
+
+    #[test]
     fn cap_clamps_both_sides() {
         // S6a: 5003 vs 5000 under cap 99: both clamp to 100.
         assert_eq!(
@@ -260,6 +352,7 @@ mod tests {
             own: 1,
             excluded: 0,
             total: 3,
+            flags: None,
         };
         assert_eq!(class(f, None), Some(DriftClass::Orphan));
         let f2 = Facts {

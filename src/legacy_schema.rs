@@ -58,6 +58,8 @@ pub fn quote_literal(text: &str) -> String {
 /// `shape` per member (counters in `unread_counters`; evidence: read receipts, then the
 /// counter) or per message (counter `messages.unread_count`; evidence: read receipts only).
 /// `own_message_lower_bound` adds the `own_message` evidence last.
+///
+/// Panics for shape `read_flags`: this schema keeps counters, not read flags.
 pub fn mapping_toml(shape: Shape, own_message_lower_bound: bool) -> String {
     let counter = match shape {
         Shape::PerMember => format!(
@@ -73,6 +75,7 @@ pub fn mapping_toml(shape: Shape, own_message_lower_bound: bool) -> String {
              shape = \"{shape}\"\n\
              column = \"unread_count\"\n"
         ),
+        Shape::ReadFlags => unreachable!("the scenario schema keeps counters, not read flags"),
     };
     let mut text = String::from(
         "[messages]\n\

@@ -31,6 +31,23 @@ pub const PER_MEMBER_HEADER: [&str; 8] = [
     "watermark_source",
 ];
 
+/// Header of a read_flags report (semantics.md "Shape C"): the per_member columns, then
+/// `read_after_watermark` (flag rows saying read on countable messages of others after the
+/// watermark: unread now) and `unread_at_or_before_watermark` (flag rows saying unread at or
+/// before it: read now), the facts of the class `read_out_of_order`.
+pub const READ_FLAGS_HEADER: [&str; 10] = [
+    "conversation_id",
+    "user_id",
+    "stored_unread",
+    "recomputed_unread",
+    "drift",
+    "class",
+    "last_read_id",
+    "watermark_source",
+    "read_after_watermark",
+    "unread_at_or_before_watermark",
+];
+
 /// Header of a per_message report.
 pub const PER_MESSAGE_HEADER: [&str; 6] = [
     "conversation_id",
@@ -88,6 +105,7 @@ impl ReportWriter {
         match shape {
             Shape::PerMember => ReportWriter::with_header(dest, &PER_MEMBER_HEADER, mode),
             Shape::PerMessage => ReportWriter::with_header(dest, &PER_MESSAGE_HEADER, mode),
+            Shape::ReadFlags => ReportWriter::with_header(dest, &READ_FLAGS_HEADER, mode),
         }
     }
 

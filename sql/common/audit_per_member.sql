@@ -44,7 +44,14 @@
     reader `restricted_readers` does not admit (adm = 0); with `recipient` each fact leaves the
     addressed messages out of the shared sums and adds those addressed to the reader (to_c,
     to_l, to_x, t_to: running sums over (conversation, recipient)). Still one pass: the
-    threshold rows carry adm and their reader as rcp, no join of members with messages. -#}
+    threshold rows carry adm and their reader as rcp, no join of members with messages.
+
+    Shape read_flags (semantics.md "Shape C", issue 22): the counter rows are the members'
+    flag rows (the SqlContext's derived table, `tm_pos` its message's position, `tm_unread`
+    1 unless read), summed per member; the drifting rows get two more facts, from t as above:
+    read_after (flag rows saying read on countable messages of others after t) and
+    unread_before (flag rows saying unread at or before t), read by `range_fl` (the flags by
+    their messages' conversation) and `range_fm` (the messages, for `countable`). -#}
 {% import "macros.sql" as m %}
 {% import "reader_macros.sql" as rd %}
 {% set readers = msg.restricted or msg.recipient %}
@@ -100,6 +107,7 @@ tm_s1 AS (
   FROM ({{ mm.stream(m, msg, ctr, int, range2, true) }}) tm_f
 {% else %}
   FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender{% if readers %}, 1 AS c{{ rd.msg_cols(msg) }}{% endif %}
+
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_f
 {% endif %}
@@ -173,7 +181,7 @@ tm_d AS {{ materialized }} (
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
                CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own{{ rd.adjust(msg, "tm_w", "rl_own", none, "to_l") }} END AS own_after,
-               {% if ctr.mentions %}tm_w.x_own{% else %}tm_w.x_all - tm_w.x_own{{ rd.adjust(msg, "tm_w", "rx_all", "rx_own", "to_x") }}{% endif %} AS excluded_after{% if msg.restricted %},
+               {{ "tm_w.x_own" if ctr.mentions else "tm_w.x_all - tm_w.x_own" ~ rd.adjust(msg, "tm_w", "rx_all", "rx_own", "to_x") }} AS excluded_after{% if msg.restricted %},
                tm_w.adm AS adm{% endif %}
 
         FROM tm_w1 tm_w
@@ -197,6 +205,7 @@ tm_s2 AS (
   FROM ({{ mm.stream(m, msg, ctr, int, range3, true) }}) tm_f
 {% else %}
   FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender{% if readers %}, 1 AS c{{ rd.msg_cols(msg) }}{% endif %}
+
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range3, msg.conv_k) }}) tm_f
 {% endif %}
@@ -219,8 +228,34 @@ SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
        CAST({{ m.clamp("tm_r.own_after", cap) }} AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
-       CAST({{ m.clamp("tm_r.t_own" if ctr.mentions else "tm_r.t_all - tm_r.t_own" ~ rd.adjust(msg, "tm_r", "tr_all", "tr_own", "t_to"), cap) }} AS {{ int }}) AS total_countable
+       CAST({{ m.clamp("tm_r.t_own" if ctr.mentions else "tm_r.t_all - tm_r.t_own" ~ rd.adjust(msg, "tm_r", "tr_all", "tr_own", "t_to"), cap) }} AS {{ int }}) AS total_countable{% if shape == "read_flags" %},
+       CAST(COALESCE(tm_o.rd, 0) AS {{ int }}) AS read_after,
+       CAST(COALESCE(tm_o.ur, 0) AS {{ int }}) AS unread_before{% endif %}
+
 FROM tm_w2 tm_r
+{% if shape == "read_flags" %}
+LEFT JOIN (SELECT tm_z.conv AS conv, tm_z.usr AS usr,
+                  SUM(CASE WHEN tm_fl.unread = 0 AND tm_fl.pos > tm_z.t AND tm_mm.c = 1
+                            AND (tm_mm.sender IS NULL OR tm_mm.sender <> tm_z.usr) THEN 1 ELSE 0 END) AS rd,
+                  SUM(CASE WHEN tm_fl.unread = 1 AND tm_fl.pos <= tm_z.t THEN 1 ELSE 0 END) AS ur
+           FROM (SELECT tm_d.conv AS conv, tm_d.usr AS usr,
+                        CASE WHEN tm_d.join_pos IS NOT NULL AND tm_d.join_pos > COALESCE(tm_d.last_read_id, 0)
+                             THEN tm_d.join_pos ELSE COALESCE(tm_d.last_read_id, 0) END AS t
+                 FROM tm_d) tm_z
+           JOIN (SELECT {{ m.out("this." ~ ctr.conv, ctr.conv_k) }} AS conv, {{ m.out("this." ~ ctr.user, ctr.user_k) }} AS usr,
+                        this.{{ ctr.pos }} AS pos, this.{{ ctr.unread }} AS unread
+                 FROM {{ ctr.table }} this
+                 WHERE 1 = 1{{ m.range("this." ~ ctr.conv, range_fl, ctr.conv_k) }}) tm_fl
+             ON tm_fl.conv = tm_z.conv AND tm_fl.usr = tm_z.usr
+           LEFT JOIN (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos,
+                             {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
+                             CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c
+                      FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+                      WHERE 1 = 1{{ m.range("this." ~ msg.conv, range_fm, msg.conv_k) }}) tm_mm
+             ON tm_mm.conv = tm_fl.conv AND tm_mm.pos = tm_fl.pos
+           GROUP BY tm_z.conv, tm_z.usr) tm_o
+       ON tm_o.conv = tm_r.conv AND tm_o.usr = tm_r.sender
+{% endif %}
 WHERE tm_r.kind = 0
 ORDER BY {{ m.in_order("tm_r.conv", ctr.conv_k) }}, tm_r.sender
 {% endif %}

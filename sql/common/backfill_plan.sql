@@ -26,7 +26,8 @@
       counter    : only for an active member; k <= 0 reads up to mp (held in an unsettled
                    conversation unless a watermark exists, which the counter then cannot move),
                    0 < k the rank's L[k] (0 when k >= |L|);
-      own_message: only for an active member, a lower bound; held in an unsettled conversation.
+      own_message: only for an active member, a lower bound; held in an unsettled conversation;
+      read_flags : as timestamp (a member who left keeps it too).
     tm_ch chooses: policy "first": the first source in mapping order with a value, where a held
     source stops the search (the later run chooses as a settled one would); policy "highest":
     the highest position or timestamp value (the first of equal ones), else the counter. Own
@@ -37,6 +38,7 @@
 {% set has_counter = evidence | selectattr("kind", "equalto", "counter") | list | length > 0 %}
 {% set has_quiet = quiet is defined and quiet %}
 {% set has_timestamp = evidence | selectattr("kind", "equalto", "timestamp") | list | length > 0 %}
+{% set has_flags = evidence | selectattr("kind", "equalto", "read_flags") | list | length > 0 %}
 {#- The policy's choice among tm_ef's values: `what` is the chosen value, its source, or
     whether it is an unrepresentable counter (0 when nothing is chosen). -#}
 {% macro pick(e, i, what) %}{% if what == "value" %}tm_f.e{{ i }}{% elif what == "source" %}'{{ e.kind }}'{% elif e.kind == "counter" %}tm_f.u{{ i }}{% else %}0{% endif %}{% endmacro %}
@@ -47,8 +49,8 @@ CASE
 {% if policy == "highest" %}
 {% for e in evidence %}
 {% set i = loop.index %}
-{% if e.kind == "position" or e.kind == "timestamp" %}
-           WHEN tm_f.e{{ i }} IS NOT NULL{% for f in evidence %}{% if (f.kind == "position" or f.kind == "timestamp") and loop.index != i %} AND (tm_f.e{{ loop.index }} IS NULL OR tm_f.e{{ i }} {{ ">" if loop.index < i else ">=" }} tm_f.e{{ loop.index }}){% endif %}{% endfor %} THEN {{ pick(e, i, what) }}
+{% if e.kind in ["position", "timestamp", "read_flags"] %}
+           WHEN tm_f.e{{ i }} IS NOT NULL{% for f in evidence %}{% if f.kind in ["position", "timestamp", "read_flags"] and loop.index != i %} AND (tm_f.e{{ loop.index }} IS NULL OR tm_f.e{{ i }} {{ ">" if loop.index < i else ">=" }} tm_f.e{{ loop.index }}){% endif %}{% endfor %} THEN {{ pick(e, i, what) }}
 {% endif %}
 {% endfor %}
 {% for e in evidence %}
@@ -120,7 +122,7 @@ tm_ef AS (
 {% set i = loop.index %}
 {% if e.kind == "position" %}
          tm_v.ev{{ i }} AS e{{ i }},
-{% elif e.kind == "timestamp" %}
+{% elif e.kind == "timestamp" or e.kind == "read_flags" %}
          CASE WHEN tm_v.uns = 1 THEN NULL ELSE tm_v.ev{{ i }} END AS e{{ i }},
          CASE WHEN tm_v.uns = 1 AND tm_v.ev{{ i }} IS NOT NULL THEN 1 ELSE 0 END AS h{{ i }},
 {% elif e.kind == "counter" %}
@@ -149,6 +151,9 @@ tm_ch AS (
 
   FROM tm_ef tm_f
 )
+{% if has_flags %}
+, tm_pl AS (
+{% endif %}
 SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
        CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN tm_c.own
             WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN NULL
@@ -160,4 +165,6 @@ SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
             WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN 1
             ELSE 0 END AS kept,
        tm_c.held AS held, tm_c.unrep AS unrep
-FROM tm_ch tm_c
+FROM tm_ch tm_c{% if has_flags %}
+)
+{% include "backfill_flags.sql" %}{% endif %}

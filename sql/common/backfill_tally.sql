@@ -5,7 +5,11 @@
     with a value per provenance (every kind, 0 for one the mapping does not list); kept: existing watermarks whose only evidence was the counter;
     held / held_conversations: members and conversations left for a later run by the settle
     time; left: members who left without position or timestamp evidence; none: active members
-    without evidence; unrep: counters no watermark can represent. Every count is a BIGINT. -#}
+    without evidence; unrep: counters no watermark can represent. With read_flags evidence
+    (backfill_flags.sql): n_read_flags, oo_members (members whose flags disagree with their
+    watermark), oo_read (messages read out of order, unread now) and oo_unread (messages
+    flagged unread that the watermark marks read). Every count is a BIGINT. -#}
+{% set has_flags = evidence | selectattr("kind", "equalto", "read_flags") | list | length > 0 %}
 SELECT CAST(COUNT(*) AS {{ int }}) AS members,
        CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.ex IS NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS written,
        CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.v > tm_p.ex THEN 1 ELSE 0 END), 0) AS {{ int }}) AS advanced,
@@ -13,6 +17,12 @@ SELECT CAST(COUNT(*) AS {{ int }}) AS members,
 {% for kind in ["position", "timestamp", "counter", "own_message"] %}
        CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.src = '{{ kind }}' THEN 1 ELSE 0 END), 0) AS {{ int }}) AS n_{{ kind }},
 {% endfor %}
+{% if has_flags %}
+       CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NOT NULL AND tm_p.src = 'read_flags' THEN 1 ELSE 0 END), 0) AS {{ int }}) AS n_read_flags,
+       CAST(COALESCE(SUM(CASE WHEN tm_p.oo_read > 0 OR tm_p.oo_unread > 0 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS oo_members,
+       CAST(COALESCE(SUM(tm_p.oo_read), 0) AS {{ int }}) AS oo_read,
+       CAST(COALESCE(SUM(tm_p.oo_unread), 0) AS {{ int }}) AS oo_unread,
+{% endif %}
        CAST(COALESCE(SUM(tm_p.kept), 0) AS {{ int }}) AS kept,
        CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 1 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS held,
        CAST(COUNT(DISTINCT CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 1 THEN tm_p.conv END) AS {{ int }}) AS held_conversations,

@@ -17,6 +17,9 @@
         counter    : the stored counter k; k <= 0 reads up to max_pos, 0 < k is resolved by the
                      counter rank (backfill_counter_rank.sql)
         own_message: the member's own newest message (a lower bound)
+        read_flags : the greatest position of the conversation below the member's lowest
+                     unread flagged message (0 when none is below it), or the conversation's
+                     greatest position when no flag row is unread; NULL without flag rows
 
     `e` is one entry of `evidence` (quoted table, user, conv, column), `i` its 1-based index in
     the mapping; `msg`, `ctr`, `int` and the batch `range` are passed in (imported macros do not
@@ -76,15 +79,45 @@ LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(tm_m.{{ msg.id }})
 {% endmacro %}
 {% macro own_message_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
 
+{# ==== kind: read_flags ==== #}
+{#- Issue 22, semantics.md "Shape C": the flag rows (`e.table` as `this`, kept by its filter)
+    of the batch's messages (`tm_fm`, read by the messages' conversation range; a flag row's
+    conversation is its message's), grouped per member: the lowest position whose flag is
+    not read (`read` not true: NULL counts as unread). Below it, the greatest position is a
+    non-equality, so a correlated MAX per member with an unread flag on the messages'
+    (conversation, position) index, as timestamp evidence does; none unread: the
+    conversation's greatest position (one grouped pass over the batch's messages). -#}
+{% macro read_flags_join(e, i, range, msg, int) %}
+{% set cv = m.out("tm_fm." ~ msg.conv, msg.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}{% set xv = m.out("tm_x." ~ msg.conv, msg.conv_k) %}
+LEFT JOIN (SELECT tm_g.conv AS conv, tm_g.usr AS usr,
+                  CASE WHEN tm_g.lo IS NULL THEN tm_gx.v
+                       ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
+                             WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_g.conv") }} AND tm_m.{{ msg.id }} < tm_g.lo)
+                  END AS v
+           FROM (SELECT {{ cv }} AS conv, {{ uv }} AS usr,
+                        MIN(CASE WHEN ({{ e.read }}) THEN NULL ELSE CAST(tm_fm.{{ msg.id }} AS {{ int }}) END) AS lo
+                 {{ evf.from(e) }} JOIN {{ msg.table }} tm_fm ON tm_fm.{{ msg.id }} = this.{{ e.column }}
+                 WHERE 1 = 1{{ m.range("tm_fm." ~ msg.conv, range, msg.conv_k) }}{{ evf.filter(e) }}
+                 GROUP BY {{ cv }}, {{ uv }}) tm_g
+           LEFT JOIN (SELECT {{ xv }} AS conv, CAST(MAX(tm_x.{{ msg.id }}) AS {{ int }}) AS v
+                      FROM {{ msg.table }} tm_x
+                      WHERE 1 = 1{{ m.range("tm_x." ~ msg.conv, range, msg.conv_k) }}
+                      GROUP BY {{ xv }}) tm_gx
+                  ON tm_gx.conv = tm_g.conv) tm_e{{ i }}
+       ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
+{% endmacro %}
+{% macro read_flags_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
+
 {# ==== dispatch: one arm per kind ==== #}
 {% macro join(e, i, range, msg, ctr, int) %}
 {% if e.kind == "position" %}{{ position_join(e, i, range, int) }}
 {% elif e.kind == "timestamp" %}{{ timestamp_join(e, i, range) }}
 {% elif e.kind == "counter" %}{{ counter_join(e, i, range, ctr, int) }}
 {% elif e.kind == "own_message" %}{{ own_message_join(e, i, range, msg, int) }}
+{% elif e.kind == "read_flags" %}{{ read_flags_join(e, i, range, msg, int) }}
 {% endif %}
 {% endmacro %}
-{% macro value(e, i, msg, int) %}{% if e.kind == "position" %}{{ position_value(e, i) }}{% elif e.kind == "timestamp" %}{{ timestamp_value(e, i, msg, int) }}{% elif e.kind == "counter" %}{{ counter_value(e, i) }}{% elif e.kind == "own_message" %}{{ own_message_value(e, i) }}{% endif %}{% endmacro %}
+{% macro value(e, i, msg, int) %}{% if e.kind == "position" %}{{ position_value(e, i) }}{% elif e.kind == "timestamp" %}{{ timestamp_value(e, i, msg, int) }}{% elif e.kind == "counter" %}{{ counter_value(e, i) }}{% elif e.kind == "own_message" %}{{ own_message_value(e, i) }}{% elif e.kind == "read_flags" %}{{ read_flags_value(e, i) }}{% endif %}{% endmacro %}
 
 {# ==== shared: the conversation's highest position ==== #}
 {% macro max_pos_join(range, msg, int) %}

@@ -156,6 +156,11 @@ pub struct CtrIdents {
     pub user_k: KeyCompare,
     /// A mention counter's mentions table (issue 22), quoted; None for an unread counter.
     pub mentions: Option<MentionIdents>,
+    /// Shape `read_flags`: the derived table's message position and unread (1 or 0)
+    /// columns, quoted (empty for the other shapes).
+    pub pos: String,
+    /// See `pos`.
+    pub unread: String,
 }
 
 /// A quoted `mentions` table of a mention counter: `message` matches the messages column
@@ -186,6 +191,9 @@ pub struct EvIdents {
     pub conv_k: KeyCompare,
     /// How `user` is compared.
     pub user_k: KeyCompare,
+    /// `read_flags`: the predicate over the flag row `this` that says read (`column` is then
+    /// the flag row's message).
+    pub read: Option<String>,
 }
 
 /// A quoted evidence `lookup`: the key column's value is matched against `table.key`, whose
@@ -272,6 +280,8 @@ impl SqlContext {
                     user: q(&mn.user),
                     key: q(mn.key.as_deref().unwrap_or(&m.id)),
                 }),
+                pos: String::new(),
+                unread: String::new(),
             },
             evidence: mapping
                 .evidence
@@ -302,6 +312,7 @@ impl SqlContext {
                         }),
                         conv_k: KeyCompare::default(),
                         user_k: KeyCompare::default(),
+                        read: src.and_then(|s| s.read.clone()),
                     }
                 })
                 .collect(),
@@ -319,6 +330,57 @@ impl SqlContext {
             wm_user_k: KeyCompare::default(),
             compares: BTreeMap::new(),
         }
+        .with_read_flags(mapping, dialect)
+    }
+
+    /// Shape `read_flags` (semantics.md "Shape C"): the counter is read as a derived table of
+    /// the flag rows (`[counter] rows` kept), each joined to its message for the conversation,
+    /// with the columns `tm_conv`, `tm_usr`, `tm_pos` (the message's position) and
+    /// `tm_unread` (1 unless `read` is true), summed per member: every template that reads
+    /// the counter (`counter_rows`, the batch bounds) reads the number of unread flags. The
+    /// flag row is `this` inside it, as `read` and `rows` see it. Other shapes unchanged.
+    fn with_read_flags(mut self, mapping: &Mapping, dialect: Dialect) -> SqlContext {
+        let c = &mapping.counter;
+        let (Shape::ReadFlags, Some(user), Some(message), Some(read)) =
+            (c.shape, &c.user, &c.message, &c.read)
+        else {
+            return self;
+        };
+        let q = |s: &str| dialect.quote(s);
+        let rows = c
+            .rows
+            .as_deref()
+            .map(|r| format!(" AND ({r})"))
+            .unwrap_or_default();
+        self.ctr = CtrIdents {
+            table: format!(
+                "(SELECT tm_fm.{conv} AS {tc}, this.{user} AS {tu}, CAST(tm_fm.{id} AS {int}) AS {tp}, CASE WHEN ({read}) THEN 0 ELSE 1 END AS {tr} FROM {flags} this JOIN {msgs} tm_fm ON tm_fm.{id} = this.{message} WHERE 1 = 1{rows})",
+                conv = self.msg.conv,
+                tc = q("tm_conv"),
+                user = q(user),
+                tu = q("tm_usr"),
+                id = self.msg.id,
+                int = self.int,
+                tp = q("tm_pos"),
+                tr = q("tm_unread"),
+                flags = q(mapping.counter_table()),
+                msgs = self.msg.table,
+                message = q(message),
+            ),
+            user: q("tm_usr"),
+            conv: q("tm_conv"),
+            column: String::new(),
+            value: format!("this.{}", q("tm_unread")),
+            rows: None,
+            sum: true,
+            joins: Joins::default(),
+            conv_k: KeyCompare::default(),
+            user_k: KeyCompare::default(),
+            mentions: None,
+            pos: q("tm_pos"),
+            unread: q("tm_unread"),
+        };
+        self
     }
 
     /// The statements of a database whose key columns' collations differ (issue 25): with
@@ -349,6 +411,11 @@ impl SqlContext {
         let ctr = &mapping.counter;
         if let (Some(conv), Some(user)) = (&ctr.conversation, &ctr.user) {
             self.ctr.conv_k = k(mapping.counter_table(), conv);
+            self.ctr.user_k = k(mapping.counter_table(), user);
+        }
+        if let (Shape::ReadFlags, Some(user)) = (ctr.shape, &ctr.user) {
+            // The flag rows' conversation is the message's.
+            self.ctr.conv_k = self.msg.conv_k.clone();
             self.ctr.user_k = k(mapping.counter_table(), user);
         }
         for (ev, e) in self.evidence.iter_mut().zip(&mapping.evidence) {

@@ -80,6 +80,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/backfill_plan.sql"),
     ),
     (
+        "backfill_flags.sql",
+        include_str!("../../sql/common/backfill_flags.sql"),
+    ),
+    (
         "backfill_tally.sql",
         include_str!("../../sql/common/backfill_tally.sql"),
     ),

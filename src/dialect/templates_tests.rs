@@ -224,8 +224,43 @@ mentions = {{ table = \"chat.mentions\", message = \"post_id\", user = \"user_id
 kind = \"own_message\"
 {WATERMARKS}"
     );
+    // Issue 22: read flags per message, as the counter (shape C) and as evidence, with a
+    // position evidence beside it under policy "highest".
+    let read_flags = format!(
+        "{MESSAGES}{MEMBERS}
+[counter]
+shape = \"read_flags\"
+table = \"chat.user_messages\"
+user = \"user_id\"
+message = \"message_id\"
+read = \"(this.flags & 1) <> 0\"
+rows = \"this.historical = 0\"
+
+[contract]
+drop = \"nothing\"
+
+[[evidence]]
+kind = \"position\"
+table = \"chat.receipts\"
+user = \"user_id\"
+conversation = \"conv_id\"
+column = \"message_id\"
+
+[[evidence]]
+kind = \"read_flags\"
+table = \"chat.user_messages\"
+user = \"user_id\"
+message = \"message_id\"
+read = \"(this.flags & 1) <> 0\"
+filter = \"this.historical = 0\"
+
+[backfill]
+policy = \"highest\"
+{WATERMARKS}"
+    );
     [
         ("per_member, mention counter", mention),
+        ("read_flags", read_flags),
         ("per_member, evidence forms", evidence_forms),
         ("per_message, join_time", per_message_join_time),
         ("issue 12 rows and expressions", rows_form),
@@ -289,6 +324,8 @@ fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
                         range3 => range(dialect, 9, full, keyed),
                         range_wm => range(dialect, 13, full, keyed),
                         range_mem => range(dialect, 17, full, keyed),
+                        range_fl => range(dialect, 21, full, keyed),
+                        range_fm => range(dialect, 25, full, keyed),
                         count_only => count_only,
                         unit => unit,
                         limit => 1000,
@@ -394,7 +431,7 @@ fn without(vars: &minijinja::Value, key: &str) -> minijinja::Value {
 fn for_shape(name: &str, shape: Shape) -> bool {
     let stem = name.trim_end_matches(".sql");
     match shape {
-        Shape::PerMember => !stem.ends_with("_per_message"),
+        Shape::PerMember | Shape::ReadFlags => !stem.ends_with("_per_message"),
         Shape::PerMessage => !stem.ends_with("_per_member"),
     }
 }

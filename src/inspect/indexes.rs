@@ -134,6 +134,11 @@ pub fn needed(mapping: &Mapping) -> Vec<IndexNeed> {
                     }
                 }
             }
+            Evidence::ReadFlags(s) => add(
+                &s.table,
+                &[&s.column],
+                "the backfill joins each message of a batch to its read flags by message",
+            ),
             Evidence::OwnMessage => add(
                 &msg.table,
                 &[&msg.conversation, &msg.sender, &msg.id],

@@ -41,6 +41,15 @@ fn evidence_row_names(
         }
         ck.row_names(t, "evidence.filter", Some(filter), has, true)?;
     }
+    for (e, t) in evidence.iter().zip(&raw.evidence) {
+        let refs = RowRefs::of(e.read.as_deref());
+        if refs.conv || refs.usr {
+            return Err(loc.at(
+                loc.value_span(t, "read").or(Some(t.span())),
+                "evidence.read: a predicate over the flag row `this` alone (no `conv.` or `usr.`)",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -193,6 +202,7 @@ fn predicate_sites(
         (&raw.counter, "counter.value", &counter.value),
         (&raw.counter, "counter.rows", &counter.rows),
         (&raw.counter, "counter.countable", &counter.countable),
+        (&raw.counter, "counter.read", &counter.read),
     ] {
         if let Some(pred) = value {
             let span = loc.value_span(table, key.split('.').nth(1).unwrap_or(key));
@@ -206,17 +216,7 @@ fn predicate_sites(
     }
     predicates.extend(super::readers::sites(loc, raw, messages));
     predicates.extend(super::counters::predicate_sites(loc, raw, counters));
-    for (i, (e, table)) in evidence.iter().zip(&raw.evidence).enumerate() {
-        if let Some(filter) = e.source().and_then(|s| s.filter.as_ref()) {
-            let span = loc.value_span(table, "filter");
-            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
-            predicates.push(PredicateSite {
-                key: format!("evidence[{}].filter", i + 1),
-                text: filter.clone(),
-                at: format!("{}:{line}:{col}", loc.origin),
-            });
-        }
-    }
+    predicates.extend(evidence_predicates(loc, raw.evidence.as_slice(), evidence));
     predicates
 }
 
@@ -258,6 +258,33 @@ fn key_locations(
         }
     }
     locations
+}
+
+/// Each evidence entry's predicates (`filter`, `read`) with where they were written, as
+/// `evidence[N].<key>`.
+fn evidence_predicates(
+    loc: &Locator<'_>,
+    tables: &[Spanned<toml::Table>],
+    evidence: &[super::types::Evidence],
+) -> Vec<PredicateSite> {
+    let mut out = Vec::new();
+    for (i, (e, table)) in evidence.iter().zip(tables).enumerate() {
+        let src = e.source();
+        for (key, text_of) in [
+            ("filter", src.and_then(|s| s.filter.as_ref())),
+            ("read", src.and_then(|s| s.read.as_ref())),
+        ] {
+            let Some(pred) = text_of else { continue };
+            let span = loc.value_span(table, key);
+            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+            out.push(PredicateSite {
+                key: format!("evidence[{}].{key}", i + 1),
+                text: pred.clone(),
+                at: format!("{}:{line}:{col}", loc.origin),
+            });
+        }
+    }
+    out
 }
 
 /// Lower-case hex of bytes.

@@ -109,7 +109,7 @@ fn array_spans(text: &str, key: &str) -> Vec<std::ops::Range<usize>> {
 
 /// One `[[evidence]]` entry as written: every column optional until [`super::validate`] has
 /// checked which ones its kind needs. Its JSON (the first five keys always, `null` when absent;
-/// `filter` and `lookup` only when given) is part of the mapping's fingerprint, so its fields
+/// `filter`, `lookup`, `message` and `read` only when given) is part of the mapping's fingerprint, so its fields
 /// and their names must not change.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename = "Evidence")] // the name serde's messages give
@@ -123,6 +123,12 @@ pub(super) struct RawEvidence {
     pub(super) filter: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) lookup: Option<Lookup>,
+    /// `read_flags`: the flag row's message column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) message: Option<String>,
+    /// `read_flags`: the predicate over the flag row that says read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) read: Option<String>,
 }
 
 impl RawEvidence {
@@ -137,6 +143,7 @@ impl RawEvidence {
                 column: self.column.clone()?,
                 filter: self.filter.clone(),
                 lookup: self.lookup.clone(),
+                read: None,
             })
         };
         Some(match self.kind {
@@ -144,6 +151,15 @@ impl RawEvidence {
             EvidenceKind::Timestamp => Evidence::Timestamp(source()?),
             EvidenceKind::Counter => Evidence::Counter,
             EvidenceKind::OwnMessage => Evidence::OwnMessage,
+            EvidenceKind::ReadFlags => Evidence::ReadFlags(EvidenceSource {
+                table: self.table.clone()?,
+                user: self.user.clone()?,
+                conversation: None,
+                column: self.message.clone()?,
+                filter: self.filter.clone(),
+                lookup: None,
+                read: Some(self.read.clone()?),
+            }),
         })
     }
 }

@@ -167,6 +167,10 @@ pub(super) fn parse(
         Some(t) => Some(section(loc, t, "contract")?),
     };
     ck.counter(&raw.counter, counter, contract.is_some())?;
+    if counter.shape == Shape::ReadFlags {
+        let with_span = raw.contract.as_ref().zip(contract.as_ref());
+        ck.read_flags_counter(&raw.counter, counter, with_span)?;
+    }
     if let (Some(t), Some(c)) = (&raw.contract, &contract) {
         ck.contract(
             t,
@@ -284,6 +288,14 @@ impl RowChecks<'_> {
         counter: &Counter,
         has_contract: bool,
     ) -> anyhow::Result<()> {
+        if counter.shape == Shape::ReadFlags {
+            // The value is the number of unread flags (validate.rs checked its keys).
+            if let Some(p) = &counter.rows {
+                check_predicate(p)
+                    .map_err(|why| self.at_key(c, "rows", &format!("counter.rows: {why}")))?;
+            }
+            return Ok(());
+        }
         let has_column = !counter.column.is_empty();
         match (&counter.value, has_column) {
             (Some(_), true) => {
@@ -328,6 +340,28 @@ impl RowChecks<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// Shape `read_flags` (semantics.md "Shape C"): `read` and `rows` see the flag row `this`
+    /// alone (no `conv.` or `usr.`), and the contract must be `drop = "nothing"`: no counter
+    /// is stored, and the flags carry other bits than "read".
+    pub(super) fn read_flags_counter(
+        &self,
+        c: &Spanned<toml::Table>,
+        counter: &Counter,
+        contract: Option<(&Spanned<toml::Table>, &RawContract)>,
+    ) -> anyhow::Result<()> {
+        for (key, text) in [("read", &counter.read), ("rows", &counter.rows)] {
+            let refs = RowRefs::of(text.as_deref());
+            if refs.conv || refs.usr {
+                return Err(self.at_key(c, key, &format!("counter.{key}: a predicate over the flag row `this` alone (shape \"read_flags\" joins no `conv` or `usr` row)")));
+            }
+        }
+        match contract {
+            Some((_, rc)) if rc.drop == DropKind::Nothing => Ok(()),
+            Some((t, _)) => Err(self.at_key(t, "drop", "contract.drop: shape \"read_flags\" stores no counter and its flags carry other bits: write drop = \"nothing\" (the contract records the gate's decision)")),
+            None => Err(self.loc.at(Some(c.span()), "shape \"read_flags\" needs a [contract] section with drop = \"nothing\": no counter is stored, and the flags carry other bits (the contract records the gate's decision)")),
+        }
     }
 
     /// `[contract]`: the targets exist in the mapping and are identifiers.

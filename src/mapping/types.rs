@@ -109,6 +109,11 @@ pub enum Shape {
     PerMember,
     /// Shape B (seed 003): one counter per message, how many members have not read it.
     PerMessage,
+    /// Shape C (issue 22): no counter stored, a read flag per (member, message) row (Zulip's
+    /// `zerver_usermessage.flags & 1`); the stored value of (user, conversation) is the number
+    /// of its flag rows that are not read, the conversation being the message's. Audited as a
+    /// per-member counter; the contract has nothing to drop (the flags carry other bits).
+    ReadFlags,
 }
 
 impl Shape {
@@ -118,6 +123,7 @@ impl Shape {
         match self {
             Shape::PerMember => "per_member",
             Shape::PerMessage => "per_message",
+            Shape::ReadFlags => "read_flags",
         }
     }
 }
@@ -170,6 +176,13 @@ pub struct Counter {
     /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mentions: Option<Mentions>,
+    /// Shape `read_flags`: the flag row's message column, holding a `[messages] id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Shape `read_flags`: an SQL predicate over the flag row `this`, true when the message
+    /// is read (Zulip: `(this.flags & 1) <> 0`); a row where it is not true is unread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<String>,
 }
 
 /// `[[counter]] mentions = { table = "mentions", message = "post_id", user = "user_id" }`:
@@ -202,6 +215,10 @@ pub enum EvidenceKind {
     Counter,
     /// Lower bound: the member's own newest message.
     OwnMessage,
+    /// Read flags per (member, message) (issue 22): the greatest position of the conversation
+    /// below the member's lowest unread flagged message, or its greatest position when none is
+    /// unread.
+    ReadFlags,
 }
 
 impl EvidenceKind {
@@ -212,6 +229,7 @@ impl EvidenceKind {
             EvidenceKind::Timestamp => "timestamp",
             EvidenceKind::Counter => "counter",
             EvidenceKind::OwnMessage => "own_message",
+            EvidenceKind::ReadFlags => "read_flags",
         }
     }
 }
@@ -227,6 +245,9 @@ pub enum Evidence {
     Counter,
     /// Lower bound: the member's own newest message; reads the `[messages]` table.
     OwnMessage,
+    /// Read flags per (member, message): `column` is the flag row's message (a `[messages]
+    /// id`), `read` the predicate saying the flag is read; the conversation is the message's.
+    ReadFlags(EvidenceSource),
 }
 
 /// The table and columns a `position` or `timestamp` evidence reads (`table`, `user` and
@@ -251,6 +272,8 @@ pub struct EvidenceSource {
     /// `lookup` (`position` only): `column` holds a key resolved to a position through
     /// another table.
     pub lookup: Option<Lookup>,
+    /// `read` (`read_flags` only): the predicate over the flag row `this` that says read.
+    pub read: Option<String>,
 }
 
 /// `lookup = { table = "events", key = "event_id", position = "stream_ordering" }` on a
@@ -281,14 +304,15 @@ impl Evidence {
             Evidence::Timestamp(_) => EvidenceKind::Timestamp,
             Evidence::Counter => EvidenceKind::Counter,
             Evidence::OwnMessage => EvidenceKind::OwnMessage,
+            Evidence::ReadFlags(_) => EvidenceKind::ReadFlags,
         }
     }
 
-    /// The table and columns read (`position` and `timestamp`), or None (`counter`,
-    /// `own_message`).
+    /// The table and columns read (`position`, `timestamp`, `read_flags`), or None
+    /// (`counter`, `own_message`).
     pub fn source(&self) -> Option<&EvidenceSource> {
         match self {
-            Evidence::Position(s) | Evidence::Timestamp(s) => Some(s),
+            Evidence::Position(s) | Evidence::Timestamp(s) | Evidence::ReadFlags(s) => Some(s),
             Evidence::Counter | Evidence::OwnMessage => None,
         }
     }

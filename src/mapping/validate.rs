@@ -171,7 +171,7 @@ impl Checker<'_> {
         messages: &Messages,
         has_members: bool,
     ) -> anyhow::Result<()> {
-        if !counter.column.is_empty() {
+        if !counter.column.is_empty() && counter.shape != Shape::ReadFlags {
             self.ident(c, "counter", "column", &counter.column, false)?;
         }
         match counter.shape {
@@ -211,6 +211,59 @@ impl Checker<'_> {
                     return Err(self.at(Some(c.span()), "shape \"per_message\" needs a [members] section: the recomputed value counts the members who have not read each message"));
                 }
             }
+            Shape::ReadFlags => return self.flags_counter(c, counter, has_members),
+        }
+        for key in ["message", "read"] {
+            if self.key_span(c, key).is_some() {
+                return Err(self.at(
+                    self.key_span(c, key),
+                    &format!("counter.{key}: only shape \"read_flags\" takes {key}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Shape `read_flags` (semantics.md "Shape C"): `table`, `user`, `message` and `read` are
+    /// required, `rows` may say which flag rows count; no `conversation` (the message's),
+    /// `column`, `value` or `combine` (the value is the number of unread flags); needs
+    /// `[members]` (who is owed, and the watermarks' keys).
+    fn flags_counter(
+        &self,
+        c: &Spanned<toml::Table>,
+        counter: &Counter,
+        has_members: bool,
+    ) -> anyhow::Result<()> {
+        for key in ["conversation", "column", "value", "combine"] {
+            if self.key_span(c, key).is_some() {
+                return Err(self.at(
+                    self.key_span(c, key),
+                    &format!("counter.{key}: shape \"read_flags\" takes table, user, message, read and an optional rows (the stored value is the number of unread flags; the conversation is the message's)"),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("table", &counter.table),
+            ("user", &counter.user),
+            ("message", &counter.message),
+        ] {
+            let Some(value) = value else {
+                return Err(self.at(
+                    Some(c.span()),
+                    &format!("counter.{key} is required for shape \"read_flags\""),
+                ));
+            };
+            self.ident(c, "counter", key, value, key == "table")?;
+        }
+        let Some(read) = &counter.read else {
+            return Err(self.at(
+                Some(c.span()),
+                "counter.read is required for shape \"read_flags\": a predicate over the flag row `this` that is true when the message is read (Zulip: \"(this.flags & 1) <> 0\")",
+            ));
+        };
+        self.pred(c, "counter", "read", read)?;
+        if !has_members {
+            return Err(self.at(Some(c.span()), "shape \"read_flags\" needs a [members] section: who is owed an unread number, and the keys of the watermarks"));
         }
         Ok(())
     }
@@ -260,6 +313,7 @@ impl Checker<'_> {
                 }
                 self.evidence_extras(raw_e, e)?;
             }
+            EvidenceKind::ReadFlags => self.read_flags_evidence(raw_e, e)?,
             EvidenceKind::Counter | EvidenceKind::OwnMessage => {
                 for key in [
                     "table",
@@ -268,6 +322,8 @@ impl Checker<'_> {
                     "column",
                     "filter",
                     "lookup",
+                    "message",
+                    "read",
                 ] {
                     if self.key_span(raw_e, key).is_some() {
                         return Err(self.at(
@@ -284,10 +340,52 @@ impl Checker<'_> {
                         ));
                     }
                 }
-                if e.kind == EvidenceKind::Counter && counter.shape == Shape::PerMessage {
-                    return Err(self.at(Some(raw_e.span()), "evidence kind \"counter\" needs shape \"per_member\": a per-message counter has no watermark to derive (semantics.md, Backfill)"));
+                if e.kind == EvidenceKind::Counter && counter.shape != Shape::PerMember {
+                    return Err(self.at(Some(raw_e.span()), &format!("evidence kind \"counter\" needs shape \"per_member\": a {} counter has no watermark to derive (semantics.md, Backfill){}", counter.shape, if counter.shape == Shape::ReadFlags { "; list evidence of kind \"read_flags\" instead" } else { "" })));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// `read_flags` evidence (issue 22): `table`, `user`, `message` (identifiers) and `read`
+    /// (a predicate) are required; an optional `filter`; no `conversation` (the message's),
+    /// `column` or `lookup`.
+    fn read_flags_evidence(
+        &self,
+        raw_e: &Spanned<toml::Table>,
+        e: &RawEvidence,
+    ) -> anyhow::Result<()> {
+        for key in ["conversation", "column", "lookup"] {
+            if self.key_span(raw_e, key).is_some() {
+                return Err(self.at(
+                    self.key_span(raw_e, key),
+                    &format!("evidence.{key}: kind \"read_flags\" takes table, user, message, read and an optional filter (its conversation is the message's)"),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("table", &e.table),
+            ("user", &e.user),
+            ("message", &e.message),
+        ] {
+            let Some(value) = value else {
+                return Err(self.at(
+                    Some(raw_e.span()),
+                    &format!("evidence.{key} is required for kind \"read_flags\""),
+                ));
+            };
+            self.ident(raw_e, "evidence", key, value, key == "table")?;
+        }
+        let Some(read) = &e.read else {
+            return Err(self.at(
+                Some(raw_e.span()),
+                "evidence.read is required for kind \"read_flags\": a predicate over the flag row `this` that is true when the message is read (Zulip: \"(this.flags & 1) <> 0\")",
+            ));
+        };
+        self.pred(raw_e, "evidence", "read", read)?;
+        if let Some(f) = &e.filter {
+            self.pred(raw_e, "evidence", "filter", f)?;
         }
         Ok(())
     }
@@ -302,6 +400,14 @@ impl Checker<'_> {
                 return Err(self.at(
                     self.key_span(raw_e, "filter"),
                     "evidence.filter reads `lookup.`, the looked-up row, but this evidence has no lookup",
+                ));
+            }
+        }
+        for key in ["message", "read"] {
+            if self.key_span(raw_e, key).is_some() {
+                return Err(self.at(
+                    self.key_span(raw_e, key),
+                    &format!("evidence.{key}: only kind \"read_flags\" takes {key}"),
                 ));
             }
         }
@@ -342,8 +448,10 @@ impl Checker<'_> {
     ) -> anyhow::Result<()> {
         let kinds: Vec<_> = evidence.iter().map(|e| e.kind).collect();
         for (i, k) in kinds.iter().enumerate() {
-            if matches!(k, EvidenceKind::Counter | EvidenceKind::OwnMessage)
-                && kinds[..i].contains(k)
+            if matches!(
+                k,
+                EvidenceKind::Counter | EvidenceKind::OwnMessage | EvidenceKind::ReadFlags
+            ) && kinds[..i].contains(k)
             {
                 return Err(self.at(
                     Some(raw.evidence[i].span()),
@@ -352,9 +460,12 @@ impl Checker<'_> {
             }
         }
         if counter.shape == Shape::PerMessage
-            && !kinds
-                .iter()
-                .any(|k| matches!(k, EvidenceKind::Position | EvidenceKind::Timestamp))
+            && !kinds.iter().any(|k| {
+                matches!(
+                    k,
+                    EvidenceKind::Position | EvidenceKind::Timestamp | EvidenceKind::ReadFlags
+                )
+            })
         {
             return Err(self.at(Some(raw.counter.span()), "shape \"per_message\" has no counter to derive watermarks from: add [[evidence]] of kind \"position\" (a last-read column or read receipts) or \"timestamp\""));
         }

@@ -85,7 +85,7 @@ impl KeyCollations {
         if let Some(mb) = &mapping.members {
             add(&mb.table, &mb.user, U);
         }
-        if let (Shape::PerMember, Some(user)) = (ctr.shape, &ctr.user) {
+        if let (Shape::PerMember | Shape::ReadFlags, Some(user)) = (ctr.shape, &ctr.user) {
             add(mapping.counter_table(), user, U);
         }
         for src in mapping.evidence.iter().filter_map(|e| e.source()) {

@@ -144,6 +144,15 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
         }
     }
     let c = &mapping.counter;
+    if let Some(m) = &c.message {
+        // Shape read_flags: the flag row's message, matched with `messages.id`.
+        out.push((
+            key("counter.message", m),
+            mapping.counter_table().to_string(),
+            m.clone(),
+            Role::Position,
+        ));
+    }
     if c.stored_column().is_some() {
         out.push((
             key("counter.column", &c.column),
@@ -169,7 +178,14 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
         let role = match e.kind() {
             EvidenceKind::Position => Role::Position,
             EvidenceKind::Timestamp => Role::Time,
+            // The flag row's message column, matched with `messages.id`.
+            EvidenceKind::ReadFlags => Role::Position,
             _ => continue,
+        };
+        let column_key = if e.kind() == EvidenceKind::ReadFlags {
+            "message"
+        } else {
+            "column"
         };
         if let Some(src) = e.source() {
             let n = i + 1;
@@ -183,7 +199,7 @@ fn checks(mapping: &Mapping) -> Vec<Check> {
                     Role::Position,
                 )),
                 None => out.push((
-                    key(&format!("evidence[{n}].column"), &src.column),
+                    key(&format!("evidence[{n}].{column_key}"), &src.column),
                     src.table.clone(),
                     src.column.clone(),
                     role,

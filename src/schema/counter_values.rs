@@ -113,15 +113,19 @@ pub async fn check(
     dialect: Dialect,
     from: &str,
 ) -> Result<()> {
-    let ctx = SqlContext::new(mapping, dialect);
     let c = &mapping.counter;
+    if c.shape == Shape::ReadFlags {
+        // A count of flag rows: always a whole number in range.
+        return Ok(());
+    }
+    let ctx = SqlContext::new(mapping, dialect);
     let declared = match (&c.value, c.stored_column()) {
         (Some(value), _) => dialect.catalog().expression_type(conn, value, from).await?,
         (None, Some(column)) => column_type(conn, &ctx, mapping.counter_table(), column).await?,
         (None, None) => None,
     };
     let (conv, subject) = match c.shape {
-        Shape::PerMember => (&ctx.ctr.conv, &ctx.ctr.user),
+        Shape::PerMember | Shape::ReadFlags => (&ctx.ctr.conv, &ctx.ctr.user),
         Shape::PerMessage => (&ctx.msg.conv, &ctx.msg.id),
     };
     let values = Values {
@@ -162,7 +166,7 @@ fn message(mapping: &Mapping, found: &Found, grouped: bool) -> String {
     };
     // Only a per_member counter takes `rows` (crate::mapping::rows).
     let (subject, fix) = match c.shape {
-        Shape::PerMember => (
+        Shape::PerMember | Shape::ReadFlags => (
             "user",
             "correct the row, or leave it out with `[counter] rows = \"…\"`",
         ),

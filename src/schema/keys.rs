@@ -68,7 +68,9 @@ pub async fn watermark_key_types(
             mapping.counter.user.clone().unwrap_or_default(),
             mapping.counter.conversation.clone().unwrap_or_default(),
         ),
-        (None, Shape::PerMessage) => unreachable!("validated: per_message needs [members]"),
+        (None, Shape::PerMessage | Shape::ReadFlags) => {
+            unreachable!("validated: per_message and read_flags need [members]")
+        }
     };
     let mut types = Vec::new();
     for (key, column) in [("user", user), ("conversation", conv)] {

@@ -278,6 +278,7 @@ fn counter(qs: &Queries<'_>) -> Result<SectionCheck> {
         ("counter.column", c.stored_column().map(|_| &c.column)),
         ("counter.user", c.user.as_ref()),
         ("counter.conversation", c.conversation.as_ref()),
+        ("counter.message", c.message.as_ref()),
     ] {
         if let Some(col) = col {
             parts.push(qs.column_part(key, table, col)?);
@@ -286,6 +287,7 @@ fn counter(qs: &Queries<'_>) -> Result<SectionCheck> {
     for (key, text, as_value) in [
         ("counter.value", &c.value, true),
         ("counter.rows", &c.rows, false),
+        ("counter.read", &c.read, false),
     ] {
         if let Some(t) = text {
             parts.push(qs.predicate_part(key, t, own, as_value)?);
@@ -300,9 +302,11 @@ fn counter(qs: &Queries<'_>) -> Result<SectionCheck> {
         c.stored_column().map(|_| &c.column),
         c.user.as_ref(),
         c.conversation.as_ref(),
+        c.message.as_ref(),
     ]);
-    let texts = [c.value.as_deref(), c.rows.as_deref()];
-    let sql = qs.query(&format!("{value}{cols}"), own, &texts, &[c.rows.as_deref()])?;
+    let texts = [c.value.as_deref(), c.rows.as_deref(), c.read.as_deref()];
+    let conds = [c.rows.as_deref(), c.read.as_deref()];
+    let sql = qs.query(&format!("{value}{cols}"), own, &texts, &conds)?;
     let table_key = if c.table.is_some() {
         "counter.table"
     } else {
@@ -331,10 +335,16 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
             user_col: Some(&src.user),
         };
         let mut parts = Vec::new();
+        // read_flags names its message column `message` in the file.
+        let column_key = if src.read.is_some() {
+            "message"
+        } else {
+            "column"
+        };
         for (k, c) in [
             ("user", Some(&src.user)),
             ("conversation", src.conversation.as_ref()),
-            ("column", Some(&src.column)),
+            (column_key, Some(&src.column)),
         ] {
             if let Some(c) = c {
                 parts.push(qs.column_part(&format!("evidence[{n}].{k}"), &src.table, c)?);
@@ -355,12 +365,15 @@ fn evidence(qs: &Queries<'_>) -> Result<Vec<SectionCheck>> {
             let sql = qs.query_looked_up("1", own, &[Some(f)], &[Some(f)], looked_up)?;
             parts.push((format!("evidence[{n}].filter"), f.clone(), sql));
         }
+        if let Some(r) = &src.read {
+            parts.push(qs.predicate_part(&format!("evidence[{n}].read"), r, own, false)?);
+        }
         let cols = qs.columns(&[
             Some(&src.user),
             src.conversation.as_ref(),
             Some(&src.column),
         ]);
-        let filter = [src.filter.as_deref()];
+        let filter = [src.filter.as_deref(), src.read.as_deref()];
         checks.push(SectionCheck {
             section: format!("[[evidence]] #{n} ({})", e.kind().as_str()),
             sql: qs.query_looked_up(&cols, own, &filter, &filter, looked_up)?,

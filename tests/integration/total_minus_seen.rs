@@ -32,7 +32,7 @@ fn fixture_dir() -> PathBuf {
 }
 
 /// The statements of a SQL file (each ends with `;` at the end of a line; `--` lines skipped).
-fn statements(text: &str) -> Vec<String> {
+pub(crate) fn statements(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
     for line in text.lines() {

@@ -171,6 +171,7 @@ mod tests {
                     own: f.own,
                     excluded: f.excluded,
                     total: f.total,
+                    flags: None,
                 },
                 None,
             )

@@ -251,6 +251,11 @@ pub struct BackfillJson {
     pub interrupted: bool,
     /// The ledger run id.
     pub ledger_id: Option<i64>,
+    /// With read_flags evidence (issue 22): `members`, `read_out_of_order` (messages read
+    /// out of order, unread under the watermarks) and `unread_marked_read` (flagged unread,
+    /// marked read by them); omitted when the mapping lists no read_flags evidence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_flags: Option<crate::stages::backfill::FlagCounts>,
     /// With `--dry-run`: the statements run per batch.
     pub statements: Vec<StatementJson>,
     /// The preflight's notices (the key columns whose collations differ); omitted when none.
@@ -289,6 +294,7 @@ pub fn backfill(
             resumed_after: s.resumed_after.clone(),
             interrupted: s.interrupted,
             ledger_id: s.ledger_id,
+            read_flags: s.read_flags,
             statements: statements(plan),
             notices: s.notices.clone(),
         },

@@ -116,6 +116,12 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
             s.unrepresentable_counters
         )?;
     }
+    if let Some(f) = &s.read_flags {
+        writeln!(w,
+            "  read flags: {} messages read out of order become unread under the watermarks, {} messages flagged unread are marked read ({} members; `tidemark audit` of a read_flags mapping lists each, class read_out_of_order)",
+            f.read_out_of_order, f.unread_marked_read, f.members
+        )?;
+    }
     if dry_run {
         writeln!(w, "  dry run: nothing was written")?;
     }
@@ -128,13 +134,14 @@ fn class_table(
     indent: &str,
     by_class: &std::collections::BTreeMap<String, u64>,
     examples: &std::collections::BTreeMap<String, Vec<crate::stages::audit::Example>>,
+    read_flags: bool,
 ) -> io::Result<()> {
     writeln!(
         w,
         "{indent}{:<22} {:>8}  examples (conversation/subject: stored -> recomputed)",
         "class", "rows"
     )?;
-    for class in crate::drift::DriftClass::ALL {
+    for class in crate::drift::DriftClass::in_order(read_flags) {
         let n = by_class.get(class.as_str()).copied().unwrap_or(0);
         if n == 0 {
             continue;
@@ -175,9 +182,11 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
         s.shape, s.rows_checked, s.drifting_rows, s.sum_abs_drift, s.max_abs_drift
     )?;
     notes(w, &s.notices)?;
+    // Shape C has a class of its own (read_out_of_order), listed in its place.
+    let read_flags = s.shape == crate::mapping::Shape::ReadFlags;
     if s.counters.is_empty() {
         if s.drifting_rows > 0 {
-            class_table(w, "  ", &s.by_class, &s.examples)?;
+            class_table(w, "  ", &s.by_class, &s.examples, read_flags)?;
         }
     } else {
         // Several counters (issue 22): each its own line and classes.
@@ -195,7 +204,7 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
                 if c.passed { "PASS" } else { "FAIL" }
             )?;
             if c.drifting_rows > 0 {
-                class_table(w, "    ", &c.by_class, &c.examples)?;
+                class_table(w, "    ", &c.by_class, &c.examples, read_flags)?;
             }
         }
     }

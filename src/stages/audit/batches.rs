@@ -47,8 +47,11 @@ pub(super) async fn audit_batches(
     let started = Instant::now();
     let partial = partial_path(&opts.report);
     let mut report = if run.counters.len() > 1 {
-        // Several counters (issue 22): the per-member columns, then `counter`.
-        let mut header = crate::report::PER_MEMBER_HEADER.to_vec();
+        // Several counters (issue 22): the shape's columns, then `counter`.
+        let mut header = match shape {
+            crate::mapping::Shape::ReadFlags => crate::report::READ_FLAGS_HEADER.to_vec(),
+            _ => crate::report::PER_MEMBER_HEADER.to_vec(),
+        };
         header.push("counter");
         ReportWriter::with_header(&opts.report, &header, opts.report_mode)?
     } else {
@@ -64,6 +67,8 @@ pub(super) async fn audit_batches(
     let unit = match shape {
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
+        // The members (read_flags needs them): the flag rows are many per member.
+        Shape::ReadFlags => BatchUnit::Subjects,
     };
     let total = match rows_in_scope(conn, run).await {
         Ok(total) => total,
@@ -371,7 +376,7 @@ pub fn statements_in(
 /// The audit template of a shape.
 fn template(shape: Shape) -> &'static str {
     match shape {
-        Shape::PerMember => "audit_per_member.sql",
+        Shape::PerMember | Shape::ReadFlags => "audit_per_member.sql",
         Shape::PerMessage => "audit_per_message.sql",
     }
 }
@@ -388,7 +393,7 @@ fn template(shape: Shape) -> &'static str {
 /// places them in.
 fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
     match ctx.shape {
-        Shape::PerMember => {
+        Shape::PerMember | Shape::ReadFlags => {
             let mut v = vec!["range", "range2"];
             if !count_only {
                 v.push("range3");
@@ -396,6 +401,10 @@ fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
             v.push("range_wm");
             if ctx.mem.is_some() {
                 v.push("range_mem");
+            }
+            if ctx.shape == Shape::ReadFlags && !count_only {
+                // The drifting rows' flags and their messages (the read_out_of_order facts).
+                v.extend(["range_fl", "range_fm"]);
             }
             v
         }

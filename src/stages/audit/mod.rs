@@ -20,7 +20,7 @@ use crate::dialect::{Dialect, SqlContext};
 use crate::error::input_error;
 use crate::ledger::{self, records::AuditOptionsRecord, RunStatus, Stage};
 use crate::lock::RunnerLock;
-use crate::mapping::Mapping;
+use crate::mapping::{Mapping, Shape};
 use crate::schema;
 use crate::stages::Key;
 use crate::tables::LEDGER_TABLE;
@@ -142,7 +142,7 @@ async fn run_locked(
     let options = options_record(opts);
     let mut summary = AuditSummary {
         shape: mapping.counter.shape,
-        by_class: crate::drift::DriftClass::ALL
+        by_class: crate::drift::DriftClass::in_order(mapping.counter.shape == Shape::ReadFlags)
             .iter()
             .map(|c| (c.as_str().to_string(), 0))
             .collect(),

@@ -6,7 +6,7 @@ use anyhow::Result;
 use sqlx::Row;
 
 use super::types::{AuditSummary, BatchRun, Example};
-use crate::drift::{classify, Facts, Membership};
+use crate::drift::{classify, Facts, FlagFacts, Membership};
 use crate::ledger;
 use crate::mapping::Shape;
 use crate::report::{cell, text_cell, ReportWriter};
@@ -29,7 +29,7 @@ pub(super) fn record_row(
     let (shape, cap) = (run.shape, run.opts.cap);
     let conv = Key::read(row, "conv", run.conv_kind)?;
     let (subject, stored, recomputed): (Key, Option<i64>, i64) = match shape {
-        Shape::PerMember => (
+        Shape::PerMember | Shape::ReadFlags => (
             Key::read(row, "usr", run.user_kind)?,
             row.try_get("stored")?,
             row.try_get("recomputed")?,
@@ -40,8 +40,16 @@ pub(super) fn record_row(
             row.try_get("recomputed")?,
         ),
     };
+    // Shape C: the member's read flags beside the watermark (audit_per_member.sql).
+    let flags = match shape {
+        Shape::ReadFlags => Some(FlagFacts {
+            read_after: row.try_get("read_after")?,
+            unread_before: row.try_get("unread_before")?,
+        }),
+        _ => None,
+    };
     let (facts, last_read, source) = match shape {
-        Shape::PerMember => {
+        Shape::PerMember | Shape::ReadFlags => {
             let last_read: Option<i64> = row.try_get("last_read_id")?;
             let source = crate::values::text(row, "source")?;
             let is_member: i64 = row.try_get("is_member")?;
@@ -55,6 +63,7 @@ pub(super) fn record_row(
                     own: row.try_get("own_after")?,
                     excluded: row.try_get("excluded_after")?,
                     total: row.try_get("total_countable")?,
+                    flags,
                 },
                 last_read,
                 source,
@@ -70,6 +79,7 @@ pub(super) fn record_row(
                 own: row.try_get("own_after")?,
                 excluded: row.try_get("excluded_after")?,
                 total: row.try_get("total_countable")?,
+                flags: None,
             },
             None,
             None,
@@ -124,9 +134,13 @@ pub(super) fn record_row(
         cell(d.drift),
         d.class.as_str().to_string(),
     ];
-    if shape == Shape::PerMember {
+    if shape != Shape::PerMessage {
         cells.push(cell(last_read));
         cells.push(source.unwrap_or_default());
+    }
+    if let Some(f) = flags {
+        cells.push(f.read_after.to_string());
+        cells.push(f.unread_before.to_string());
     }
     if run.counters.len() > 1 {
         cells.push(run.counters[index].name.clone());

@@ -268,6 +268,19 @@ fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Resu
     summary.left_without_evidence += n("left_none")?;
     summary.no_evidence += n("no_evidence")?;
     summary.unrepresentable_counters += n("unrep")?;
+    if let Some(f) = summary.read_flags.as_mut() {
+        // Only a plan with read_flags evidence has these columns (backfill_tally.sql).
+        let count = n("n_read_flags")?;
+        if count > 0 {
+            *summary
+                .by_source
+                .entry(EvidenceKind::ReadFlags.as_str().to_string())
+                .or_default() += count;
+        }
+        f.members += n("oo_members")?;
+        f.read_out_of_order += n("oo_read")?;
+        f.unread_marked_read += n("oo_unread")?;
+    }
     summary.members += batch.rows;
     summary.batches += 1;
     Ok(())

@@ -295,11 +295,7 @@ async fn run_batches(
     mut summary: BackfillSummary,
     lock: Option<&RunnerLock>,
 ) -> Result<BackfillSummary> {
-    match settle {
-        Settle::Off => summary.settle_time_s = None,
-        Settle::Unguarded => summary.settle_unguarded = true,
-        Settle::Quiet(_, secs) => summary.settle_time_s = Some(*secs),
-    }
+    start_summary(&mut summary, settle, mapping);
     let total = count_subjects(conn, ctx).await?;
     let mut progress = opts
         .progress
@@ -571,5 +567,23 @@ mod summary;
 mod throttle;
 
 use evidence::{run_batch, settle_predicate, CheckpointOf, Record, Settle};
-pub use summary::BackfillSummary;
+/// What a run (or the part that resumes one) records before its first batch: how the settle
+/// time applies, and, with read_flags evidence, the out-of-order counts it adds to.
+fn start_summary(summary: &mut BackfillSummary, settle: &Settle, mapping: &Mapping) {
+    match settle {
+        Settle::Off => summary.settle_time_s = None,
+        Settle::Unguarded => summary.settle_unguarded = true,
+        Settle::Quiet(_, secs) => summary.settle_time_s = Some(*secs),
+    }
+    if summary.read_flags.is_none()
+        && mapping
+            .evidence
+            .iter()
+            .any(|e| e.kind() == EvidenceKind::ReadFlags)
+    {
+        summary.read_flags = Some(Default::default());
+    }
+}
+
+pub use summary::{BackfillSummary, FlagCounts};
 pub use throttle::throttle_delay;

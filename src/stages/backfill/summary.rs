@@ -65,8 +65,27 @@ pub struct BackfillSummary {
     pub interrupted: bool,
     /// The ledger run id.
     pub ledger_id: Option<i64>,
+    /// With read_flags evidence (issue 22, semantics.md "Shape C"): what the members' read
+    /// flags say beside their watermarks; None when the mapping lists no such evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_flags: Option<FlagCounts>,
     /// The preflight's notices: the key columns whose collations differ (issue 25,
     /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+}
+
+/// What the read flags say beside the watermarks a backfill leaves (issue 22): counted in each
+/// batch, after its write, from t = max(watermark, join position) as the audit counts
+/// (`sql/common/backfill_flags.sql`); members without a watermark are not counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagCounts {
+    /// Members with at least one flag the watermark disagrees with.
+    pub members: u64,
+    /// Flag rows saying read on countable messages of others after the watermark: messages
+    /// read out of order, unread under the watermark.
+    pub read_out_of_order: u64,
+    /// Flag rows saying unread at or before the watermark: marked read by it (0 where the
+    /// watermark came from the flags: nothing below it is unread, by construction).
+    pub unread_marked_read: u64,
 }

@@ -164,6 +164,11 @@ fn counter_target(mapping: &Mapping, drop_table: bool) -> Target {
             mapping.messages.conversation.clone(),
             mapping.messages.id.clone(),
         ),
+        // The flag rows' conversation is the message's (only named: drop = "nothing").
+        Shape::ReadFlags => (
+            mapping.messages.conversation.clone(),
+            mapping.counter.user.clone().unwrap_or_default(),
+        ),
     };
     Target {
         shape: mapping.counter.shape,

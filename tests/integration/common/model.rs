@@ -30,6 +30,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
+/// Shape C, read flags per message (issue 22): its backfill evidence, out-of-order counts and
+/// audit, over the types of this file.
+pub mod flags;
+
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
