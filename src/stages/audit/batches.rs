@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::rows::record_row;
+use super::tally::BatchTally;
 use super::types::{AuditSummary, BatchRun};
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
@@ -231,17 +232,19 @@ async fn audit_batch(
         // them all: peak RSS 50 MiB, PostgreSQL, 400 000 members).
         let mut rows =
             bind_batch(batch, ctx, false, sqlx::query(&sql).persistent(false)).fetch(&mut *conn);
+        let mut tally = BatchTally::default();
         while let Some(row) = rows
             .try_next()
             .await
             .context("running the audit statement")?
         {
-            if let Some(d) = record_row(&row, run, summary, report)? {
+            if let Some(d) = record_row(&row, run, summary, report, &mut tally)? {
                 if opts.store_rows {
                     drifting.push(d);
                 }
             }
         }
+        tally.merge_into(summary);
         Ok(checked)
     }
     .await;

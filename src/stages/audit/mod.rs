@@ -30,6 +30,7 @@ mod batches;
 mod min_age;
 mod rows;
 mod summary;
+mod tally;
 mod types;
 
 pub(crate) use batches::{batch_statement, bind_batch};
@@ -39,7 +40,10 @@ pub use summary::write_metrics;
 use batches::audit_batches;
 pub(crate) use min_age::quiescence;
 use summary::{crossed, empty_scope};
-pub use types::{AuditOptions, AuditOutcome, AuditSummary, BatchRun, Example};
+pub use types::{
+    AuditOptions, AuditOutcome, AuditSummary, BatchRun, ConversationDrift, DriftBucket, Example,
+    TOP_CONVERSATIONS,
+};
 
 /// Runs the audit and writes the report.
 ///

@@ -5,6 +5,7 @@
 use anyhow::Result;
 use sqlx::Row;
 
+use super::tally::{add_to_buckets, BatchTally};
 use super::types::{AuditSummary, BatchRun, Example};
 use crate::drift::{classify, Facts, Membership};
 use crate::ledger;
@@ -13,7 +14,7 @@ use crate::report::{cell, text_cell, ReportWriter};
 use crate::stages::Key;
 
 /// Decodes one row of the audit statement, classifies it and records it (summary, examples,
-/// report); returns the row for `--store-rows`, or None when it does not drift after all
+/// the |drift| distribution, the batch's tally per conversation, report); returns the row for `--store-rows`, or None when it does not drift after all
 /// (the statement compares clamped values; classification has the last word).
 ///
 /// Errors: a column missing or of another type than the template promises (a bug, exit 3),
@@ -23,6 +24,7 @@ pub(super) fn record_row(
     run: &BatchRun<'_>,
     summary: &mut AuditSummary,
     report: &mut ReportWriter,
+    tally: &mut BatchTally,
 ) -> Result<Option<ledger::DriftRow>> {
     let (shape, cap) = (run.shape, run.opts.cap);
     let conv = Key::read(row, "conv", run.conv_kind)?;
@@ -82,6 +84,10 @@ pub(super) fn record_row(
     let abs = d.drift.map_or(0, |x| saturate(x.unsigned_abs()));
     summary.sum_abs_drift = summary.sum_abs_drift.saturating_add(abs);
     summary.max_abs_drift = summary.max_abs_drift.max(abs);
+    if d.drift.is_some() {
+        add_to_buckets(&mut summary.abs_drift_buckets, abs as u64);
+    }
+    tally.add(&conv, abs);
     *summary
         .by_class
         .entry(d.class.as_str().to_string())
