@@ -44,7 +44,7 @@ pub enum Command {
     Audit(AuditArgs),
     /// Show applied migrations, watermarks, the last audits and whether the contract gate
     /// would open. Reads only.
-    Status(ReadArgs),
+    Status(StatusArgs),
     /// The gated drop of the counter: prints the gate's verdict and the exact DDL; changes
     /// nothing without --execute. Exit 1 when the gate is closed.
     Contract(ContractArgs),
@@ -71,6 +71,18 @@ pub struct ReadArgs {
     /// to every command).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// `status` options.
+#[derive(Debug, Args, Clone)]
+pub struct StatusArgs {
+    /// `--database`, `--mapping`, `--format` and `--quiet`.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// Also write an HTML page (one self-contained file: no script, nothing loaded from
+    /// elsewhere) of the newest audit, the trend of drifting rows and the contract gate.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `demo` options.
@@ -209,6 +221,11 @@ pub struct AuditArgs {
     /// Also keep every drifting row in the ledger table tidemark_drift_rows.
     #[arg(long)]
     pub store_rows: bool,
+    /// Also write an HTML page (one self-contained file: no script, nothing loaded from
+    /// elsewhere) of this audit, the trend of drifting rows over the ledger's audits and the
+    /// contract gate.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Audit only conversations FROM..TO (inclusive, by conversation key).
     #[arg(long, value_name = "FROM..TO")]
     pub conversations: Option<String>,

@@ -17,13 +17,14 @@ use crate::stages::{audit, backfill, expand, status};
 pub mod args;
 pub mod completions;
 pub mod contract;
+pub mod html;
 pub mod inspect;
 pub mod outcome;
 pub mod progress;
 pub mod sql;
 pub mod values;
 
-pub use args::{AuditArgs, BackfillArgs, Cli, Command, DemoArgs, ExpandArgs, ReadArgs};
+pub use args::{AuditArgs, BackfillArgs, Cli, Command, DemoArgs, ExpandArgs, ReadArgs, StatusArgs};
 pub use outcome::Outcome;
 pub use values::{Common, Format};
 
@@ -170,10 +171,18 @@ async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
         min_age: args.min_age.map(Into::into),
         stop: Some(stop_on_signal()),
     };
+    if let Some(path) = &args.html {
+        // Before the audit's work: a folder that does not exist is named now, not after it.
+        crate::report::check_destination(path)?;
+    }
     let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
     match args.format {
         Format::Json => json::audit(out, &outcome.summary)?,
         Format::Text => text::audit(out, &outcome.summary)?,
+    }
+    if let Some(path) = &args.html {
+        let s = &outcome.summary;
+        html::audit_page(path, &mut conn, &mapping, &dsn, (s.ledger_id, s), quiet).await?;
     }
     Ok(if !outcome.summary.passed {
         Outcome::DriftAboveTolerance
@@ -185,13 +194,20 @@ async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
 }
 
 /// `tidemark status`: migrations, watermarks, the last audits and the gate. Reads only.
-async fn run_status(args: ReadArgs, out: &mut dyn Write) -> Result<Outcome> {
-    let (dsn, mapping) = args.common.resolve()?;
+async fn run_status(args: StatusArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let (dsn, mapping) = args.read.common.resolve()?;
+    if let Some(path) = &args.html {
+        crate::report::check_destination(path)?;
+    }
     let mut conn = dsn.connect().await?;
     let s = status::run(&mut conn, &mapping, dsn.dialect).await?;
-    match args.format {
+    match args.read.format {
         Format::Json => json::status(out, &s, &dsn, &mapping)?,
         Format::Text => text::status(out, &s, &dsn, &mapping)?,
+    }
+    if let Some(path) = &args.html {
+        let quiet = args.read.quiet || args.read.format == Format::Json;
+        html::status_page(path, &s, &mapping, &dsn, quiet)?;
     }
     Ok(Outcome::Done)
 }

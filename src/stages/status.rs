@@ -9,7 +9,11 @@ use crate::ledger::records::{AuditOptionsRecord, AuditSummaryRecord};
 use crate::ledger::{self, Entry, RunStatus, Stage};
 use crate::mapping::Mapping;
 use crate::schema;
+use crate::stages::audit::AuditSummary;
 use crate::stages::{contract, expand};
+
+/// How many of the newest audits of the ledger `status` reads for its trend.
+pub const TREND_AUDITS: i64 = 60;
 
 fn migrations_empty(m: &[String]) -> bool {
     !m.iter().any(|name| name.contains("ledger"))
@@ -29,6 +33,14 @@ pub struct Status {
     pub backfill_alive: bool,
     /// The newest audits, newest first (at most 10).
     pub audits: Vec<AuditRun>,
+    /// The trend: the finished (`done`) audits of the mapping in force that recorded a
+    /// summary, oldest first, among the newest [`TREND_AUDITS`] audits of the ledger (the
+    /// HTML page's line; the text output draws the same rule over `audits`).
+    pub trend: Vec<AuditRun>,
+    /// The newest audit of the mapping in force that finished (`done`, or `scoped` for part of
+    /// the table) with its whole summary (`status --html`), by ledger id; None when there is
+    /// none, or its summary cannot be read.
+    pub latest: Option<(i64, AuditSummary)>,
     /// Between the two newest complete audits that kept their rows (`--store-rows`):
     /// (newer run, older run, rows drifting now that did not before, rows fixed since).
     pub changes: Option<(i64, i64, i64, i64)>,
@@ -111,11 +123,27 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
                     .await?
                     .into_iter()
                     .next(),
-                ledger::recent(conn, Stage::Audit, 10, dialect).await?,
+                ledger::recent(conn, Stage::Audit, TREND_AUDITS, dialect).await?,
             )
         } else {
             (None, Vec::new())
         };
+    let latest = audits
+        .iter()
+        .filter(|a| a.fingerprint == mapping.fingerprint)
+        .find(|a| matches!(a.status, RunStatus::Done | RunStatus::Scoped))
+        .and_then(|a| {
+            let summary = serde_json::from_str(a.summary.as_deref()?).ok()?;
+            Some((a.id, summary))
+        });
+    let trend: Vec<AuditRun> = audits
+        .iter()
+        .rev()
+        .filter(|a| a.status == RunStatus::Done && a.fingerprint == mapping.fingerprint)
+        .map(AuditRun::of)
+        .filter(|a| a.summary.is_some())
+        .collect();
+    let audits: Vec<Entry> = audits.into_iter().take(10).collect();
     let mut stored: Vec<i64> = Vec::new();
     for a in audits.iter().filter(|a| a.status == RunStatus::Done) {
         let options: AuditOptionsRecord = a
@@ -176,6 +204,8 @@ pub async fn run(conn: &mut AnyConnection, mapping: &Mapping, dialect: Dialect) 
         watermarks,
         last_backfill,
         audits,
+        trend,
+        latest,
         changes,
         contract_done,
         gate,

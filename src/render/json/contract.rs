@@ -52,7 +52,8 @@ pub struct StatementUseJson {
     pub calls: i64,
 }
 
-pub(super) fn gate(v: &Verdict) -> GateJson {
+/// The gate's verdict as `status` and `contract` print it in JSON (and the HTML page reads).
+pub(crate) fn gate(v: &Verdict) -> GateJson {
     GateJson {
         open: v.open,
         reasons: v

@@ -19,7 +19,7 @@ use crate::stages::status::Status;
 
 mod contract;
 mod emit;
-use contract::gate;
+pub(crate) use contract::gate;
 pub use contract::{
     contract, ArchiveJson, ContractJson, FailureJson, FinalAuditJson, GateJson, ReasonJson,
     StatementUseJson, StatementsJson,

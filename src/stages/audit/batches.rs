@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::rows::record_row;
+use super::tally::BatchTally;
 use super::types::{AuditSummary, BatchRun};
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
@@ -227,12 +228,15 @@ async fn audit_batch(
             .await?
             .try_get("n")?;
         summary.members_without_watermark += unwatermarked.max(0) as u64;
-        // Each counter in turn, in the same snapshot (issue 22: one pass per counter).
+        // Each counter in turn, in the same snapshot (issue 22: one pass per counter); the
+        // batch's drifting rows per conversation across them (issue 24: the page's list).
+        let mut tally = BatchTally::default();
         let mut checked = 0;
         for index in 0..run.counters.len() {
-            checked +=
-                counter_batch(conn, run, index, batch, summary, report, &mut drifting).await?;
+            let sink = (&mut drifting, &mut tally);
+            checked += counter_batch(conn, run, index, batch, summary, report, sink).await?;
         }
+        tally.merge_into(summary);
         Ok(checked)
     }
     .await;
@@ -249,7 +253,8 @@ async fn audit_batch(
 }
 
 /// One counter of one batch (counter `index` of the run): the rows it checks, counted, and
-/// its drifting rows recorded; returns the rows checked.
+/// its drifting rows recorded (kept in `drifting` under `--store-rows`, counted per
+/// conversation in `tally`); returns the rows checked.
 ///
 /// Errors: database or I/O failure.
 async fn counter_batch(
@@ -259,7 +264,7 @@ async fn counter_batch(
     batch: &Batch,
     summary: &mut AuditSummary,
     report: &mut ReportWriter,
-    drifting: &mut Vec<DriftRow>,
+    (drifting, tally): (&mut Vec<DriftRow>, &mut BatchTally),
 ) -> Result<i64> {
     let (ctx, opts) = (&run.counters[index].ctx, run.opts);
     let count_sql = render(
@@ -289,7 +294,7 @@ async fn counter_batch(
             .await
             .context("running the audit statement")?
         {
-            if let Some(d) = record_row(&row, run, index, summary, report)? {
+            if let Some(d) = record_row(&row, run, index, summary, report, tally)? {
                 if opts.store_rows {
                     drifting.push(d);
                 }

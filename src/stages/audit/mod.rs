@@ -30,6 +30,7 @@ mod batches;
 mod min_age;
 mod rows;
 mod summary;
+mod tally;
 mod types;
 
 pub(crate) use batches::{batch_statement, bind_batch};
@@ -40,7 +41,8 @@ use batches::audit_batches;
 pub(crate) use min_age::quiescence;
 use summary::{counter_summaries, crossed_per_counter, empty_scope};
 pub use types::{
-    AuditOptions, AuditOutcome, AuditSummary, BatchRun, CounterRun, CounterSummary, Example,
+    AuditOptions, AuditOutcome, AuditSummary, BatchRun, ConversationDrift, CounterRun,
+    CounterSummary, DriftBucket, Example, TOP_CONVERSATIONS,
 };
 
 /// Runs the audit and writes the report.

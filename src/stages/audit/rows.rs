@@ -5,6 +5,7 @@
 use anyhow::Result;
 use sqlx::Row;
 
+use super::tally::{add_to_buckets, BatchTally};
 use super::types::{AuditSummary, BatchRun, Example};
 use crate::drift::{classify, Facts, FlagFacts, Membership};
 use crate::ledger;
@@ -13,8 +14,9 @@ use crate::report::{cell, text_cell, ReportWriter};
 use crate::stages::Key;
 
 /// Decodes one row of the audit statement of counter `index` of the run, classifies it and
-/// records it (summary, its counter's when the mapping has several, examples, report; the
-/// report's `counter` cell then names it); returns the row for `--store-rows`, or None when it does not drift after all
+/// records it (summary, its counter's when the mapping has several, examples, the |drift|
+/// distribution, the batch's tally per conversation `per_conv`, report; the report's
+/// `counter` cell then names it); returns the row for `--store-rows`, or None when it does not drift after all
 /// (the statement compares clamped values; classification has the last word).
 ///
 /// Errors: a column missing or of another type than the template promises (a bug, exit 3),
@@ -25,6 +27,7 @@ pub(super) fn record_row(
     index: usize,
     summary: &mut AuditSummary,
     report: &mut ReportWriter,
+    per_conv: &mut BatchTally,
 ) -> Result<Option<ledger::DriftRow>> {
     let (shape, cap) = (run.shape, run.opts.cap);
     let conv = Key::read(row, "conv", run.conv_kind)?;
@@ -122,6 +125,10 @@ pub(super) fn record_row(
             &example,
         );
     }
+    if d.drift.is_some() {
+        add_to_buckets(&mut summary.abs_drift_buckets, abs as u64);
+    }
+    per_conv.add(&conv, abs);
     let key_cell = |key: &Key| match key {
         Key::Text(t) => text_cell(t, run.opts.spreadsheet_safe),
         Key::Int(_) => key.to_string(),

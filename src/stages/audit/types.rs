@@ -113,6 +113,44 @@ pub struct Example {
     pub recomputed: i64,
 }
 
+/// How many conversations [`AuditSummary::top_conversations`] keeps.
+pub const TOP_CONVERSATIONS: usize = 10;
+
+/// One bucket of the |drift| distribution: the drifting rows whose |drift| lies in
+/// `from..=to` (`from` = `to` / 2 + 1 and `to` a power of two; the first bucket is 1..=1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftBucket {
+    /// Smallest |drift| of the bucket.
+    pub from: u64,
+    /// Largest |drift| of the bucket (a power of two).
+    pub to: u64,
+    /// Drifting rows in it.
+    pub rows: u64,
+}
+
+impl DriftBucket {
+    /// The bucket holding `abs` (at least 1): the smallest power of two `to` >= `abs`.
+    pub fn of(abs: u64) -> DriftBucket {
+        let to = abs.max(1).checked_next_power_of_two().unwrap_or(1 << 63);
+        DriftBucket {
+            from: to / 2 + 1,
+            to,
+            rows: 0,
+        }
+    }
+}
+
+/// A conversation's drift, for [`AuditSummary::top_conversations`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationDrift {
+    /// Conversation key, as text.
+    pub conversation: String,
+    /// Its drifting rows.
+    pub drifting_rows: u64,
+    /// Sum of their |drift| (NULL counters add nothing), saturated at `i64::MAX`.
+    pub sum_abs_drift: i64,
+}
+
 /// The audit's result (what the ledger, `--format json` and the exit code rest on).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -132,6 +170,13 @@ pub struct AuditSummary {
     pub by_class: BTreeMap<String, u64>,
     /// Up to 3 example rows per class.
     pub examples: BTreeMap<String, Vec<Example>>,
+    /// The distribution of |drift| over the drifting rows that have one (every class but
+    /// `null_counter`): the non-empty buckets of powers of two (1, 2, 3-4, 5-8, …), smallest
+    /// first ([`DriftBucket`]); their rows add up to `drifting_rows` minus the NULL counters.
+    pub abs_drift_buckets: Vec<DriftBucket>,
+    /// The conversations with the most drifting rows, at most [`TOP_CONVERSATIONS`], most
+    /// first (ties: the larger sum of |drift|, then the earlier conversation in batch order).
+    pub top_conversations: Vec<ConversationDrift>,
     /// `--cap`, if given.
     pub cap: Option<i64>,
     /// Tolerance limits crossed (empty when the audit passed).

@@ -26,6 +26,7 @@ pub mod bin;
 pub mod csv;
 pub mod faults;
 pub mod model;
+pub mod page;
 
 /// A database server kind the suites run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
