@@ -29,6 +29,7 @@ mod audit;
 mod audit_model;
 mod backfill;
 mod backfill_policy;
+mod citus;
 mod citus_lint;
 mod cli;
 mod collations;
