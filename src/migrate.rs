@@ -34,6 +34,10 @@ impl AsyncTransaction for SqlxMigrator<'_> {
 }
 
 /// Runs `queries` in order, in one transaction when `transactional`; returns how many ran.
+/// Each query (a migration file, refinery's history row) is sent one statement per call
+/// ([`crate::sql_text::statements`]): Citus refuses a call of several statements once the
+/// table they change is distributed ("cannot insert multiple commands into a prepared
+/// statement", issue 21). The checksums refinery keeps are of the files, unchanged.
 fn run_all(
     conn: &mut AnyConnection,
     queries: Vec<String>,
@@ -44,7 +48,7 @@ fn run_all(
             conn.execute("BEGIN").await?;
         }
         let mut count = 0;
-        for query in &queries {
+        for query in queries.iter().flat_map(|q| crate::sql_text::statements(q)) {
             if let Err(e) = conn.execute(query.as_str()).await {
                 if transactional {
                     let _ = conn.execute("ROLLBACK").await;

@@ -3,7 +3,7 @@
 //! knows no engine: quoting is each dialect's ([`crate::dialect::Spelling::quote_part`]).
 
 use sqlparser::dialect::SQLiteDialect;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 
 /// The identifiers of an SQL text: bare words (keywords included) and quoted names (`"…"`,
 /// `` `…` ``, `[…]`), string literals, numbers and comments skipped.
@@ -73,9 +73,72 @@ pub fn qualifiers(sql: &str) -> Vec<String> {
     out
 }
 
+/// The statements of an SQL script, in order, each without its `;`: the text split at every
+/// `;` outside string literals, quoted names and comments (tokenized as [`identifiers`], the
+/// text kept as written). A statement that is only whitespace and comments is left out. The
+/// migrations run one statement per call ([`crate::migrate`]): Citus refuses several
+/// statements in one call once a table is distributed (issue 21). A text the tokenizer rejects
+/// is returned whole, as one statement, for the server to judge.
+pub fn statements(sql: &str) -> Vec<String> {
+    let dialect = SQLiteDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, sql)
+        .with_unescape(false)
+        .tokenize()
+    else {
+        return vec![sql.to_string()];
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut has_code = false;
+    for token in tokens {
+        match token {
+            Token::SemiColon => {
+                if has_code {
+                    out.push(current.trim().to_string());
+                }
+                current.clear();
+                has_code = false;
+            }
+            // The line end after a line comment is a token of its own, which sqlparser's
+            // Display of the comment writes again.
+            Token::Whitespace(Whitespace::SingleLineComment { prefix, comment }) => {
+                current.push_str(&prefix);
+                current.push_str(&comment);
+            }
+            Token::Whitespace(w) => current.push_str(&w.to_string()),
+            t => {
+                has_code = true;
+                current.push_str(&t.to_string());
+            }
+        }
+    }
+    if has_code {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{identifiers, qualifiers};
+    use super::{identifiers, qualifiers, statements};
+
+    #[test]
+    fn a_script_splits_at_semicolons_outside_literals_names_and_comments() {
+        let script = "-- a; comment\nCREATE TABLE \"a;b\" (x TEXT DEFAULT 'it''s; here');\n\
+                      /* c; */ CREATE INDEX i ON t (x);\n-- trailing comment\n";
+        assert_eq!(
+            statements(script),
+            [
+                "-- a; comment\nCREATE TABLE \"a;b\" (x TEXT DEFAULT 'it''s; here')",
+                "/* c; */ CREATE INDEX i ON t (x)"
+            ]
+        );
+        assert_eq!(
+            statements("ALTER TABLE t ADD COLUMN c BIGINT NULL\n"),
+            ["ALTER TABLE t ADD COLUMN c BIGINT NULL"]
+        );
+        assert_eq!(statements("-- nothing\n;\n"), Vec::<String>::new());
+    }
 
     #[test]
     fn row_names_are_the_words_before_a_dot() {

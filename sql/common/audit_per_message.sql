@@ -18,8 +18,10 @@
                       shape B, issue 25 row 17): the members but the sender who joined before
                       m, active or not; t over the whole conversation (no join position: a
                       reader of every message), tj running (joined before m)
-    own_after: 1 when the sender is an active member who joined before m (one index probe per
-    drifting message). Counts are exact, then clamped at cap+1 under `--cap` (seed 000 §5).
+    own_after: 1 when the sender is an active member who joined before m, from the batch's
+    members already read (tm_x: its active rows per member, any without a join position, the
+    earliest join position), LEFT JOINed: not a correlated EXISTS over tm_d, which Citus cannot
+    run (a correlated subquery whose FROM holds a CTE, issue 21). Counts are exact, then clamped at cap+1 under `--cap` (seed 000 §5).
 
     Range placeholders: `range` on the messages, `range2` on the members, `range_wm` on the
     watermarks (the same batch): each table read by its own index range, never joined whole (a
@@ -104,9 +106,16 @@ SELECT COUNT(*) AS n FROM tm_d
 SELECT tm_r.conv AS conv, tm_r.pos AS pos, tm_r.stored AS stored,
        CAST({{ m.clamp("tm_r.recomputed", cap) }} AS {{ int }}) AS recomputed,
        CAST({{ m.clamp("tm_r.orphans", cap) }} AS {{ int }}) AS orphans,
-       CAST(CASE WHEN EXISTS (SELECT 1 FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }} WHERE {{ m.eq("this." ~ mem.conv, mem.conv_k, "tm_r.conv") }} AND {{ m.eq("this." ~ mem.user, mem.user_k, "tm_r.sender") }} AND {{ m.pred(mem.active) }}{% if join_x %} AND ({{ join_x }} IS NULL OR {{ join_x }} < tm_r.pos){% endif %}) THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
+       CAST(CASE WHEN tm_own.conv IS NOT NULL{% if join_x %} AND (tm_own.no_join = 1 OR tm_own.first_join < tm_r.pos){% endif %} THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
        CAST({{ m.clamp("tm_r.total", cap) }} AS {{ int }}) AS total_countable
 FROM tm_d tm_r
+LEFT JOIN (SELECT tm_o.conv AS conv, tm_o.usr AS usr,
+                  MAX(CASE WHEN tm_o.join_pos IS NULL THEN 1 ELSE 0 END) AS no_join,
+                  MIN(tm_o.join_pos) AS first_join
+           FROM tm_x tm_o
+           WHERE tm_o.is_active = 1
+           GROUP BY tm_o.conv, tm_o.usr) tm_own
+       ON tm_own.conv = tm_r.conv AND tm_own.usr = tm_r.sender
 ORDER BY {{ m.in_order("tm_r.conv", msg.conv_k) }}, tm_r.pos
 {% endif %}

@@ -13,6 +13,14 @@
     index): joined whole, PostgreSQL hashed the entire table once per batch, a cost that grows
     with the table (78 400 rows read for a 4 000-member batch at 4N on the large workload).
 
+    The settle flag (tm_u, with a settle time: `quiet` is the expression of its cutoff, the
+    time the settle time ago) marks the batch's conversations that have a message newer than
+    the cutoff, by a LEFT JOIN to the batch's recent conversations (one range read of the
+    messages) rather than a correlated NOT EXISTS per conversation: the same conversations,
+    and Citus cannot run a correlated subquery whose FROM holds a CTE or a subquery (issue
+    21). Both sides pass the key on as `out` gives it, so the join compares bytes where the
+    key columns' collations differ.
+
     Layers: tm_ev brings every evidence value (ev1..evN, mapping order, from the kind's block in
     evidence.sql), the conversation's highest position (mp, read only for counter evidence), the settle flag (uns) and the
     counter's rank (rk_pos, rk_rep); with timestamp evidence it is MATERIALIZED where the engine
@@ -75,8 +83,12 @@ WITH tm_subj AS (
 )
 {% if has_quiet %}
 , tm_u AS (
-  SELECT tm_c.conv AS conv, CASE WHEN {{ quiet }} THEN 0 ELSE 1 END AS unsettled
+  SELECT tm_c.conv AS conv, CASE WHEN tm_q.conv IS NULL THEN 0 ELSE 1 END AS unsettled
   FROM (SELECT DISTINCT tm_subj.conv AS conv FROM tm_subj) tm_c
+  LEFT JOIN (SELECT DISTINCT {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }} AS conv
+             FROM {{ msg.table }} tm_recent
+             WHERE tm_recent.{{ msg.created_at }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}) tm_q
+         ON tm_q.conv = tm_c.conv
 )
 {% endif %}
 {% if has_counter %}

@@ -8,11 +8,11 @@ use serde::Serialize;
 use super::mysql::Mysql;
 use super::postgres::Postgres;
 use super::sqlite::Sqlite;
-use super::traits::{Admin, Catalog, ColumnDrop, RunnerLocks, Sessions, Spelling};
+use super::traits::{Admin, Catalog, ColumnDrop, Distribution, RunnerLocks, Sessions, Spelling};
 
 /// The engine of a target database. It dereferences to its [`Spelling`] (SQL rendering, the
 /// most common need); the other operations are [`Dialect::sessions`], [`Dialect::locks`],
-/// [`Dialect::catalog`], [`Dialect::ddl`] and [`Dialect::admin`].
+/// [`Dialect::catalog`], [`Dialect::ddl`], [`Dialect::distribution`] and [`Dialect::admin`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
@@ -81,6 +81,15 @@ impl Dialect {
 
     /// The engine's contract drop.
     pub fn ddl(self) -> &'static dyn ColumnDrop {
+        match self {
+            Dialect::Postgres => &Postgres,
+            Dialect::Mysql => &Mysql,
+            Dialect::Sqlite => &Sqlite,
+        }
+    }
+
+    /// The engine's tables spread over nodes (Citus on PostgreSQL).
+    pub fn distribution(self) -> &'static dyn Distribution {
         match self {
             Dialect::Postgres => &Postgres,
             Dialect::Mysql => &Mysql,

@@ -5,8 +5,9 @@
 //! trait per job ([`traits`]): SQL rendering ([`Spelling`], which the handle dereferences to),
 //! sessions and transactions ([`Sessions`]), the runner lock ([`RunnerLocks`]), catalog
 //! reading and the one classifier of column types ([`Catalog`]), the contract's drop
-//! ([`ColumnDrop`]: SQLite's table rebuild, MySQL's INSTANT and version check included), and
-//! what only the demo and the tests need ([`Admin`]). Each engine implements them in a folder
+//! ([`ColumnDrop`]: SQLite's table rebuild, MySQL's INSTANT and version check included), tables
+//! spread over nodes ([`Distribution`]: Citus), and what only the demo and the tests need
+//! ([`Admin`]). Each engine implements them in a folder
 //! of its own ([`postgres`], [`mysql`], [`sqlite`]); the data they exchange is in [`types`].
 //! Stages ask the handle for an operation and never branch on which engine it is.
 //!
@@ -35,8 +36,8 @@ pub use context::{
 };
 pub use handle::Dialect;
 pub use templates::{render, RangeParams};
-pub use traits::{Admin, Catalog, ColumnDrop, RunnerLocks, Sessions, Spelling};
+pub use traits::{Admin, Catalog, ColumnDrop, Distribution, RunnerLocks, Sessions, Spelling};
 pub use types::{
-    BoxFuture, DdlProbe, DropPlan, DropStep, DropTarget, LockAttempt, LockKind, RefusedProbe,
-    TypeClass,
+    BoxFuture, Colocation, DdlProbe, DropPlan, DropStep, DropTarget, LockAttempt, LockKind,
+    RefusedProbe, TypeClass,
 };

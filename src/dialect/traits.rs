@@ -1,7 +1,7 @@
 //! The engines' operations, one small trait per job: SQL rendering ([`Spelling`]), sessions and
 //! transactions ([`Sessions`]), the runner lock ([`RunnerLocks`]), catalog reading
-//! ([`Catalog`]), the contract's drop ([`ColumnDrop`]) and what only the demo and the tests
-//! need ([`Admin`]). Each engine implements every trait in its own folder
+//! ([`Catalog`]), the contract's drop ([`ColumnDrop`]), tables spread over nodes
+//! ([`Distribution`]) and what only the demo and the tests need ([`Admin`]). Each engine implements every trait in its own folder
 //! (`src/dialect/<engine>/`); [`super::handle::Dialect`] hands out the one a caller needs, so
 //! that stages ask an engine for an operation and never branch on which engine it is.
 
@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use super::collation::{Collation, KeyCompare};
 use super::types::{
-    BoxFuture, DdlProbe, DropPlan, DropTarget, LockAttempt, LockKind, RefusedProbe, TypeClass,
+    BoxFuture, Colocation, DdlProbe, DropPlan, DropTarget, LockAttempt, LockKind, RefusedProbe,
+    TypeClass,
 };
 
 /// SQL rendering: how this engine spells what the templates and the stages write (quoting,
@@ -416,6 +417,30 @@ pub trait ColumnDrop: Sync {
     /// plan's [`super::types::DropStep::InstantOrDefault`] runs the default algorithm instead.
     fn instant_refused(&self, _error: &sqlx::Error) -> bool {
         false
+    }
+}
+
+/// Tables spread over several nodes (Citus on PostgreSQL, issue 21): tidemark's own tables
+/// follow the chat tables, so that a batch's statements join tables that live together.
+pub trait Distribution: Sync {
+    /// After `expand`'s migrations (or, with `dry_run`, instead of them): where a chat table of
+    /// `plan` is distributed by its conversation column, makes the watermark table distributed
+    /// by `conversation_id` and colocated with it (each conversation's watermarks on the node
+    /// that holds its messages and members), and the counter archive a table the contract's
+    /// checks join on every node. Returns each thing done (with `dry_run`: to be done), or
+    /// found done already, in words: what `expand` says. Empty where the engine spreads no
+    /// tables (the default: one server, a Galera cluster, SQLite) or the chat tables are not
+    /// distributed.
+    ///
+    /// Errors (exit 2): the watermark table cannot be colocated (its conversation column's type
+    /// differs from the chat table's). Exit 3: the database fails.
+    fn colocate<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _plan: &'a Colocation,
+        _dry_run: bool,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 }
 

@@ -244,6 +244,22 @@ impl DropPlan {
     }
 }
 
+/// What `expand` asks of a distributed database ([`super::traits::Distribution::colocate`]):
+/// the chat tables that may be distributed, each with its conversation column, and tidemark's
+/// per-conversation tables. Names are unquoted, as the mapping writes them (`schema.table`
+/// allowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Colocation {
+    /// (table, conversation column), in order of preference: the messages table, then the
+    /// members table, then the counter table. The first one distributed by its conversation
+    /// column is the one tidemark's tables are colocated with.
+    pub chat: Vec<(String, String)>,
+    /// The watermark table; its conversation column is `conversation_id` (migration V1).
+    pub watermarks: String,
+    /// The counter archive (`tidemark_counter_archive`, migration V3).
+    pub archive: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::TypeClass::{self, *};

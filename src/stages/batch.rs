@@ -101,6 +101,10 @@ pub struct MinAge {
     pub recent_sql: String,
     /// The quoted conversation column of the messages, qualified by `tm_recent`.
     pub recent_col: String,
+    /// The cutoff itself: an SQL expression comparable with `messages.created_at` (the
+    /// dialect's `seconds_ago`, or a Unix-time literal for an integer column). The backfill's
+    /// settle guard joins the batch's messages newer than it (`sql/common/backfill_plan.sql`).
+    pub cutoff: String,
     /// The same filter as a correlated predicate over `{col}`: the fallback for a batch with
     /// more recent conversations than [`MAX_RECENT_KEYS`] (parameters are limited per statement).
     pub quiet_sql: String,
@@ -438,6 +442,7 @@ mod tests {
                     recent_sql: "SELECT DISTINCT tm_recent.c AS conv FROM m tm_recent WHERE 1 = 1"
                         .into(),
                     recent_col: "tm_recent.c".into(),
+                    cutoff: "1".into(),
                     quiet_sql: "NOT EXISTS (x = {col})".into(),
                     recent_k: KeyCompare::default(),
                 }),

@@ -6,12 +6,12 @@ use anyhow::{Context, Result};
 use refinery_core::{Migration, Runner};
 use sqlx::AnyConnection;
 
-use crate::dialect::{Dialect, SqlContext};
+use crate::dialect::{Colocation, Dialect, SqlContext};
 use crate::error::input_error;
 use crate::mapping::Mapping;
 use crate::migrate::SqlxMigrator;
 use crate::schema;
-use crate::tables::HISTORY_TABLE;
+use crate::tables::{ARCHIVE_TABLE, HISTORY_TABLE};
 
 /// What `expand` did or would do.
 #[derive(Debug, Clone)]
@@ -25,6 +25,10 @@ pub struct ExpandReport {
     /// The preflight's notices: the key columns whose collations differ (issue 25,
     /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
     pub notices: Vec<String>,
+    /// Where the chat tables are spread over nodes (Citus, issue 21): how tidemark's tables
+    /// were placed beside them (in a dry run, would be), one sentence each
+    /// ([`crate::dialect::Distribution::colocate`]); empty on one server.
+    pub distribution: Vec<String>,
 }
 
 /// Renders the migrations for this mapping: the watermark table's name and the legacy key types
@@ -96,13 +100,15 @@ pub async fn run(
         .filter(|w| !applied.iter().any(|a| a.version() == w.version()))
         .map(|w| (w.to_string(), w.sql().unwrap_or_default().to_string()))
         .collect();
-    let report = ExpandReport {
+    let mut report = ExpandReport {
         already_applied: applied.iter().map(|a| a.to_string()).collect(),
         pending,
         dry_run,
         notices: collations.notices(),
+        distribution: Vec::new(),
     };
     if dry_run || report.pending.is_empty() {
+        report.distribution = colocate(conn, mapping, dialect, dry_run).await?;
         return Ok(report);
     }
     let mut runner = Runner::new(&wanted);
@@ -116,7 +122,35 @@ pub async fn run(
         .run_async(&mut target)
         .await
         .map_err(|e| anyhow::anyhow!("applying migrations: {e}"))?;
+    report.distribution = colocate(conn, mapping, dialect, false).await?;
     Ok(report)
+}
+
+/// Places tidemark's per-conversation tables beside the chat tables where the engine spreads
+/// them over nodes ([`crate::dialect::Distribution::colocate`]: the messages table first, then
+/// the members and the counter tables), after the migrations; what was done, in words.
+async fn colocate(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+    dry_run: bool,
+) -> Result<Vec<String>> {
+    let mut chat = vec![(
+        mapping.messages.table.clone(),
+        mapping.messages.conversation.clone(),
+    )];
+    if let Some(members) = &mapping.members {
+        chat.push((members.table.clone(), members.conversation.clone()));
+    }
+    if let (Some(table), Some(conv)) = (&mapping.counter.table, &mapping.counter.conversation) {
+        chat.push((table.clone(), conv.clone()));
+    }
+    let plan = Colocation {
+        chat,
+        watermarks: mapping.watermarks.table.clone(),
+        archive: ARCHIVE_TABLE.to_string(),
+    };
+    dialect.distribution().colocate(conn, &plan, dry_run).await
 }
 
 /// The migrations recorded in `tidemark_schema_history` (empty when the table does not exist).

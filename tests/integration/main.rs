@@ -29,6 +29,8 @@ mod audit;
 mod audit_model;
 mod backfill;
 mod backfill_policy;
+mod citus;
+mod citus_lint;
 mod cli;
 mod collations;
 mod column_types;

@@ -231,3 +231,7 @@ impl Sessions for Mysql {
         Some("DROP TEMPORARY TABLE IF EXISTS tm_plan")
     }
 }
+
+/// One server (or a Galera cluster, every node holding every row): no table is spread, so
+/// `expand` has nothing to colocate.
+impl crate::dialect::traits::Distribution for Mysql {}

@@ -1,5 +1,6 @@
 //! PostgreSQL 12 or later: its operations, one file per job ([`crate::dialect::traits`]): SQL spelling
-//! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop) and `admin.rs`.
+//! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop), `citus.rs`
+//! (tables spread over nodes) and `admin.rs`.
 
 use anyhow::Result;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use crate::dialect::traits::{Sessions, Spelling};
 
 mod admin;
 mod catalog;
+mod citus;
 mod ddl;
 mod locks;
 

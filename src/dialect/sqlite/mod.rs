@@ -187,3 +187,6 @@ impl Sessions for Sqlite {
         Some("DROP TABLE IF EXISTS temp.tm_plan")
     }
 }
+
+/// One file: no table is spread, so `expand` has nothing to colocate.
+impl crate::dialect::traits::Distribution for Sqlite {}

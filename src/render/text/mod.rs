@@ -27,7 +27,7 @@ pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> 
     }
     if r.pending.is_empty() {
         writeln!(w, "  nothing to apply: the schema is up to date")?;
-        return Ok(());
+        return distribution(w, &r.distribution);
     }
     for (name, sql) in &r.pending {
         if r.dry_run {
@@ -36,8 +36,17 @@ pub fn expand(w: &mut dyn Write, r: &ExpandReport, dsn: &Dsn) -> io::Result<()> 
             writeln!(w, "  applied {name}")?;
         }
     }
+    distribution(w, &r.distribution)?;
     if r.dry_run {
         writeln!(w, "  dry run: nothing was changed")?;
+    }
+    Ok(())
+}
+
+/// Where tidemark's tables were placed beside distributed chat tables (Citus), one line each.
+fn distribution(w: &mut dyn Write, said: &[String]) -> io::Result<()> {
+    for line in said {
+        writeln!(w, "  {line}")?;
     }
     Ok(())
 }

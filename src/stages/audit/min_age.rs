@@ -68,6 +68,7 @@ pub(crate) async fn quiescence(
             "SELECT DISTINCT tm_recent.{conv} AS conv FROM {table} tm_recent WHERE tm_recent.{created_q} > {cutoff}"
         ),
         recent_col: format!("tm_recent.{conv}"),
+        cutoff: cutoff.clone(),
         recent_k: k.clone(),
     };
     let ordered = k.order_of(&conv);

@@ -25,8 +25,8 @@ pub(super) enum Settle {
     Off,
     /// The mapping derives watermarks but has no creation time: not guarded.
     Unguarded,
-    /// SQL over `{col}` (a conversation key) true when the conversation has no message younger
-    /// than the settle time; with the settle time in seconds.
+    /// The settle time's cutoff (an SQL expression comparable with `messages.created_at`: a
+    /// conversation with a message newer than it is unsettled), with the settle time in seconds.
     Quiet(String, u64),
 }
 
@@ -63,12 +63,12 @@ pub(super) async fn settle_predicate(
         Duration::from_secs(secs),
     )
     .await?;
-    // Evaluated once per conversation of a batch (backfill_plan.sql, tm_u), never per row.
-    Ok(Settle::Quiet(filter.quiet_sql, secs))
+    // Joined once per batch (backfill_plan.sql, tm_u), never evaluated per row.
+    Ok(Settle::Quiet(filter.cutoff, secs))
 }
 
 /// The template variables of a batch's plan: the range markers, the policy and the settle
-/// predicate over `tm_c.conv`.
+/// time's cutoff (`quiet`).
 fn plan_vars(
     ctx: &SqlContext,
     mapping: &Mapping,
@@ -76,7 +76,7 @@ fn plan_vars(
     batch: Option<&Batch>,
 ) -> minijinja::Value {
     let quiet = match settle {
-        Settle::Quiet(sql, _) => Some(sql.replace("{col}", "tm_c.conv")),
+        Settle::Quiet(cutoff, _) => Some(cutoff.clone()),
         _ => None,
     };
     minijinja::context! { range => markers(batch, ctx.keyed), quiet => quiet, policy => mapping.policy.as_str() }

@@ -524,16 +524,7 @@ pub fn statements_in(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<(&'stati
         && mapping.messages.created_at.is_some()
     {
         Settle::Quiet(
-            format!(
-                "NOT EXISTS (SELECT 1 FROM {msg} tm_recent WHERE {eq} AND tm_recent.{created} > {ago})",
-                msg = dialect.quote(&mapping.messages.table),
-                eq = ctx.msg.conv_k.eq(
-                    &format!("tm_recent.{}", dialect.quote(&mapping.messages.conversation)),
-                    "{col}"
-                ),
-                created = dialect.quote(mapping.messages.created_at.as_deref().unwrap_or_default()),
-                ago = dialect.seconds_ago(DEFAULT_SETTLE_TIME.as_secs()),
-            ),
+            dialect.seconds_ago(DEFAULT_SETTLE_TIME.as_secs()),
             DEFAULT_SETTLE_TIME.as_secs(),
         )
     } else {
