@@ -162,6 +162,11 @@ pub struct BackfillArgs {
     /// (it runs the audit's statement after each batch: about one audit's time in all).
     #[arg(long)]
     pub skip_change_count: bool,
+    /// Run even when an evidence entry's values fit the messages' position space in under
+    /// 90 % of a sample (without it: exit 2 naming the entry and its share, before anything
+    /// is written, the dry run included).
+    #[arg(long)]
+    pub accept_evidence_share: bool,
     /// Output format (progress stays on stderr).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

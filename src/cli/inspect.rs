@@ -32,6 +32,10 @@ pub struct InspectArgs {
     /// and (without --output) the proposed mapping.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Write the full reasoning into the proposal's header: every candidate table and column
+    /// seen, why it won or lost, and the figures measured on the data.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// Runs `inspect`: exit 0 with a complete mapping, 1 when something is missing (named on
@@ -45,7 +49,7 @@ pub async fn run_cli(args: InspectArgs) -> Result<Outcome> {
         }
     }
     let mut conn = dsn.connect().await?;
-    let outcome = inspect::run(&mut conn, dsn.dialect).await?;
+    let outcome = inspect::run(&mut conn, dsn.dialect, args.explain).await?;
     match &args.output {
         Some(path) => {
             let mut open = std::fs::OpenOptions::new();

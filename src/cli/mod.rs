@@ -111,6 +111,7 @@ async fn run_backfill(args: BackfillArgs, out: &mut dyn Write) -> Result<Outcome
         stop: Some(stop),
         count_changes: !args.skip_change_count,
         settle_time: args.settle_time.into(),
+        accept_evidence_share: args.accept_evidence_share,
     };
     let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
     let statements = if args.dry_run {
@@ -324,6 +325,9 @@ async fn plan(
         &format!("2. backfill: {per_batch}"),
         &backfill::statements_in(mapping, &ctx)?,
     )?;
+    // Issue 24: what the backfill checks before its first batch, measured now.
+    let shares = crate::schema::evidence_share::measure(conn, mapping, &ctx).await?;
+    text::plan_evidence_shares(out, &shares)?;
     text::plan_statements(
         out,
         &format!("3. audit: {per_batch}"),

@@ -35,7 +35,7 @@ pub use context::{
     CtrIdents, EvIdents, Joins, LookupIdents, MemIdents, MsgIdents, RowIdents, SqlContext,
 };
 pub use handle::Dialect;
-pub use templates::{render, RangeParams};
+pub use templates::{render, render_plain, RangeParams};
 pub use traits::{Admin, Catalog, ColumnDrop, Distribution, RunnerLocks, Sessions, Spelling};
 pub use types::{
     BoxFuture, Colocation, DdlProbe, DropPlan, DropStep, DropTarget, LockAttempt, LockKind,

@@ -76,6 +76,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/evidence.sql"),
     ),
     (
+        "evidence_share.sql",
+        include_str!("../../sql/common/evidence_share.sql"),
+    ),
+    (
+        "inspect_fit.sql",
+        include_str!("../../sql/common/inspect_fit.sql"),
+    ),
+    (
         "backfill_plan.sql",
         include_str!("../../sql/common/backfill_plan.sql"),
     ),
@@ -262,6 +270,30 @@ pub fn render(name: &str, ctx: &SqlContext, extra: minijinja::Value) -> Result<S
         .or_else(|_| env.get_template(name))
         .with_context(|| format!("no SQL template {name}"))?;
     let merged = minijinja::context! { ..extra, ..minijinja::Value::from_serialize(ctx) };
+    let sql = template
+        .render(merged)
+        .with_context(|| format!("rendering sql/{name}"))?;
+    Ok(tidy(&sql))
+}
+
+/// Renders the statement `name` for the dialect named `dialect` (`Spelling::name`) with `vars`
+/// alone, for what has no mapping yet (`inspect`'s measures: identifiers quoted by the
+/// caller); the template sees `int`, the dialect's 64-bit integer cast type.
+///
+/// Errors: a template that fails to render (a bug in tidemark, exit 3).
+pub fn render_plain(
+    name: &str,
+    dialect: &str,
+    int: &str,
+    vars: minijinja::Value,
+) -> Result<String> {
+    let env = env();
+    let dialect_name = format!("{dialect}/{name}");
+    let template = env
+        .get_template(&dialect_name)
+        .or_else(|_| env.get_template(name))
+        .with_context(|| format!("no SQL template {name}"))?;
+    let merged = minijinja::context! { int => int, ..vars };
     let sql = template
         .render(merged)
         .with_context(|| format!("rendering sql/{name}"))?;

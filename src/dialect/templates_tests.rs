@@ -369,6 +369,23 @@ fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
                         seq_table => dialect.quote("chat.read_watermarks_seq"),
                         seq_index => dialect.quote("read_watermarks_seq_conv"),
                         seq_msg_index => dialect.quote("messages_conv_seq"),
+                        // The evidence measured on the data (evidence_share.sql: the counter's
+                        // branch; the entries' in the backfill tests) and inspect's measures.
+                        e => None::<()>,
+                        sample => 100,
+                        mode => match (unit, side) {
+                            ("subjects", _) => "position",
+                            ("counters", _) => "range",
+                            (_, "source") => "time",
+                            _ => "order",
+                        },
+                        mt => dialect.quote("posts"),
+                        mc => dialect.quote("topic_id"),
+                        mp => dialect.quote("post_number"),
+                        mt_created => dialect.quote("created_at"),
+                        et => dialect.quote("topic_users"),
+                        ec => dialect.quote("topic_id"),
+                        ev => dialect.quote("last_read_post_number"),
                     };
                     out.push((what, value));
                 }

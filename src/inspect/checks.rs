@@ -6,10 +6,11 @@ use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Row};
 
 use super::catalog::Catalog;
-use super::propose::{self, Facts, Proposal};
+use super::propose::{self, Facts, MessagesCandidate, Proposal};
+use super::structure;
 use super::warning::Warning;
 use crate::dialect::Dialect;
-use crate::mapping::Shape;
+use crate::mapping::{EvidenceKind, Shape};
 use crate::values::text;
 
 /// At most this many distinct values of a membership column are read.
@@ -24,18 +25,24 @@ async fn count(conn: &mut AnyConnection, sql: &str) -> Result<u64> {
     Ok(row.try_get::<i64, _>(0).unwrap_or_default().max(0) as u64)
 }
 
-/// The facts [`propose::propose`] needs, for the messages table `messages` of a first choice.
+/// The facts [`propose::propose`] needs, for a first choice `first` (made without them): which
+/// counter candidates hold values, the values of membership and kind columns, and on a
+/// sample (issue 24) how well each read position fits each position candidate of the first
+/// messages table, each last-read time its conversations, each counter candidate the range of
+/// a count, and each position the creation order.
 ///
-/// Errors (exit 3): a query fails.
+/// Errors (exit 3): a query of the catalog's values fails. A sampled measure that fails (a
+/// comparison the engine refuses) is left out and said in the reasoning.
 pub async fn facts(
     conn: &mut AnyConnection,
     dialect: Dialect,
     catalog: &Catalog,
-    messages: Option<&str>,
+    first: &Proposal,
 ) -> Result<Facts> {
     let q = |s: &str| dialect.quote(s);
     let mut facts = Facts::default();
-    for c in propose::counter_candidates(catalog, messages) {
+    let messages = first.messages.as_ref().map(|m| m.table.as_str());
+    for c in propose::counter_candidates(catalog, messages, &Facts::default()) {
         let sql = format!(
             "SELECT COUNT(*) FROM (SELECT 1 AS x FROM {} WHERE {} IS NOT NULL LIMIT 1) t",
             q(&c.table),
@@ -64,7 +71,156 @@ pub async fn facts(
         }
         facts.values.insert((table, column), values);
     }
+    kinds(conn, dialect, catalog, first, &mut facts).await?;
+    if let Some(m) = &first.messages {
+        sampled(conn, dialect, catalog, first, m, &mut facts).await;
+    }
     Ok(facts)
+}
+
+/// The values of the kind columns (`post_type`) of every messages candidate, with their row
+/// counts, most frequent first.
+async fn kinds(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    catalog: &Catalog,
+    first: &Proposal,
+    facts: &mut Facts,
+) -> Result<()> {
+    let q = |s: &str| dialect.quote(s);
+    for m in first.messages.iter().chain(&first.messages_alternatives) {
+        let Some(t) = catalog.tables.iter().find(|t| t.name == m.table) else {
+            continue;
+        };
+        for k in structure::kind_columns(t) {
+            let sql = format!(
+                "SELECT CAST({c} AS {tt}) AS v, COUNT(*) AS n FROM {tb} WHERE {c} IS NOT NULL \
+                 GROUP BY {c} ORDER BY 2 DESC, 1 LIMIT {MAX_VALUES}",
+                c = q(&k.name),
+                tt = dialect.text_type(),
+                tb = q(&t.name)
+            );
+            let rows = sqlx::query(&sql)
+                .persistent(false)
+                .fetch_all(&mut *conn)
+                .await
+                .with_context(|| format!("inspect: {sql}"))?;
+            let mut values = Vec::new();
+            for r in &rows {
+                let n = r.try_get::<i64, _>(1).unwrap_or_default().max(0) as u64;
+                values.push((text(r, 0)?.unwrap_or_default(), n));
+            }
+            facts.kinds.insert((t.name.clone(), k.name.clone()), values);
+        }
+    }
+    Ok(())
+}
+
+/// One sampled measure (`sql/common/inspect_fit.sql`): (sampled, fitting), or None when the
+/// engine refuses the statement.
+async fn fit(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    vars: minijinja::Value,
+    explain: &mut Vec<String>,
+) -> Option<(u64, u64)> {
+    let sql =
+        crate::dialect::render_plain("inspect_fit.sql", dialect.name(), dialect.int_cast(), vars)
+            .ok()?;
+    match sqlx::query(&sql)
+        .persistent(false)
+        .fetch_one(&mut *conn)
+        .await
+    {
+        Ok(row) => {
+            let n = |i: usize| row.try_get::<i64, _>(i).unwrap_or_default().max(0) as u64;
+            Some((n(0), n(1)))
+        }
+        Err(e) => {
+            explain.push(format!("a sampled measure failed ({e}): {sql}"));
+            None
+        }
+    }
+}
+
+/// The sampled measures against the first choice's messages table `m` (see [`facts`]).
+async fn sampled(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    catalog: &Catalog,
+    first: &Proposal,
+    m: &MessagesCandidate,
+    facts: &mut Facts,
+) {
+    let q = |s: &str| dialect.quote(s);
+    let Some(t) = catalog.tables.iter().find(|t| t.name == m.table) else {
+        return;
+    };
+    let sample = crate::schema::evidence_share::SAMPLE_ROWS;
+    let mut explain = Vec::new();
+    let positions: Vec<String> = structure::positions(t, &m.conversation, &m.sender)
+        .into_iter()
+        .filter(|p| p.integer)
+        .map(|p| p.column)
+        .collect();
+    let (mt, mc) = (q(&m.table), q(&m.conversation));
+    let created = m.created_at.as_deref().map(q);
+    for e in &first.evidence {
+        let Some((et, _, ec, ev)) = &e.source else {
+            continue;
+        };
+        let base = minijinja::context! { mt => mt, mc => mc, et => q(et), ec => q(ec), ev => q(ev), sample => sample };
+        match e.kind {
+            EvidenceKind::Position => {
+                for p in &positions {
+                    let vars = minijinja::context! { mode => "position", mp => q(p), mt_created => "", ..base.clone() };
+                    if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+                        let key = (et.clone(), ev.clone(), m.table.clone(), p.clone());
+                        facts.fits.insert(key, x);
+                    }
+                }
+            }
+            EvidenceKind::Timestamp => {
+                let Some(c) = &created else { continue };
+                let vars =
+                    minijinja::context! { mode => "time", mp => "", mt_created => c, ..base };
+                if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+                    facts.times.insert((et.clone(), ev.clone()), x);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut ranged: Vec<(String, String, String)> = propose::range_columns(catalog)
+        .into_iter()
+        .filter(|(table, _, _)| *table != m.table)
+        .collect();
+    for c in propose::counter_candidates(catalog, Some(&m.table), &Facts::default()) {
+        if let (true, Some((_, conv))) = (c.integer, &c.key) {
+            ranged.push((c.table, conv.clone(), c.column));
+        }
+    }
+    for (table, conv, column) in ranged {
+        let vars = minijinja::context! {
+            mode => "range", mt => mt, mc => mc, mp => "", mt_created => "",
+            et => q(&table), ec => q(&conv), ev => q(&column), sample => sample
+        };
+        if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+            facts.ranges.insert((table, column), x);
+        }
+    }
+    if let Some(c) = &created {
+        for p in &positions {
+            let vars = minijinja::context! {
+                mode => "order", mt => mt, mc => mc, mp => q(p), mt_created => c,
+                et => "", ec => "", ev => "", sample => sample
+            };
+            if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+                facts.order.insert((m.table.clone(), p.clone()), x);
+            }
+        }
+    }
+    facts.failed = explain;
 }
 
 /// The warnings for a proposal, counted.

@@ -21,10 +21,12 @@ pub mod checks;
 mod columns;
 pub mod indexes;
 mod lookup;
+mod messages;
 pub mod names;
 mod proposal;
 pub mod propose;
 pub mod render;
+mod structure;
 mod warning;
 
 pub use catalog::{Catalog, TypeClass};
@@ -58,21 +60,23 @@ impl InspectOutcome {
 /// behind the warnings. Reads only.
 ///
 /// Errors (exit 3): a catalog or data query fails.
-pub async fn run(conn: &mut AnyConnection, dialect: Dialect) -> Result<InspectOutcome> {
+///
+/// With `explain`, the proposal's header holds the full reasoning: every candidate seen, why
+/// it won or lost, and the figures measured.
+pub async fn run(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    explain: bool,
+) -> Result<InspectOutcome> {
     let catalog = catalog::read(conn, dialect).await?;
-    // A first choice names the messages table; the facts of its counter candidates and of the
-    // membership columns decide the final one.
+    // A first choice, by structure and names, names the messages table and the evidence; the
+    // data measured against them (issue 24) decides the final one.
     let first = propose::propose(&catalog, &Facts::default(), dialect);
-    let facts = checks::facts(
-        conn,
-        dialect,
-        &catalog,
-        first.messages.as_ref().map(|m| m.table.as_str()),
-    )
-    .await?;
-    let proposal = propose::propose(&catalog, &facts, dialect);
+    let facts = checks::facts(conn, dialect, &catalog, &first).await?;
+    let mut proposal = propose::propose(&catalog, &facts, dialect);
+    proposal.explain.extend(facts.failed.iter().cloned());
     let warnings = checks::warnings(conn, dialect, &catalog, &proposal).await?;
-    let text = render::render(&proposal, &warnings, &catalog, dialect);
+    let text = render::render(&proposal, &warnings, &catalog, dialect, explain);
     Ok(InspectOutcome {
         text,
         missing: proposal.missing.clone(),

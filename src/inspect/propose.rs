@@ -6,9 +6,10 @@
 use super::catalog::{Catalog, Column, Table, TypeClass};
 use super::columns::{col, is_receipts, lower, pick};
 use super::lookup::lookup_note;
-use super::names::{
-    CONVERSATION, COUNTER, CREATED, NOT_COUNTABLE, POSITION, RECEIPT_POSITION, SENDER, USER,
-};
+use super::messages::messages_candidates;
+use super::names::{COUNTER, RECEIPT_POSITION, USER};
+use super::proposal::{figure, judged};
+use super::structure::{conversation_names, pick_named};
 use crate::dialect::Dialect;
 use crate::mapping::{EvidenceKind, Shape};
 
@@ -16,93 +17,56 @@ pub use super::proposal::{
     CounterCandidate, EvidenceChoice, Facts, MembersChoice, MessagesCandidate, Proposal,
 };
 
-/// Rank of a table's name as a messages table (lower is better).
-fn messages_name_rank(table: &Table) -> usize {
-    let n = lower(&table.bare);
-    if n == "messages" {
-        0
-    } else if n.contains("message") {
-        1
-    } else if n == "events" || n.contains("event") {
-        2
-    } else if n.contains("post") || n.contains("chat") {
-        3
-    } else {
-        4
-    }
-}
-/// A predicate that is true for a row to count, from a flag or time column.
-fn not_countable_predicate(dialect: Dialect, column: &Column) -> Option<String> {
-    let name = col(dialect, &column.name);
-    match column.class {
-        TypeClass::Boolean => Some(format!("NOT {name}")),
-        TypeClass::Integer if !lower(&column.name).ends_with("_at") => Some(format!("{name} = 0")),
-        TypeClass::Timestamp | TypeClass::Integer => Some(format!("{name} IS NULL")),
-        _ => None,
-    }
+/// Whether a column's name says it holds a read position, a time, a key or a flag, never a
+/// count.
+fn named_like_position(name: &str) -> bool {
+    let n = lower(name);
+    [
+        "last_", "read", "seen", "_id", "number", "position", "seq", "ordering", "join", "left",
+        "active", "is_", "has_", "flag", "status", "state", "type", "kind", "deleted",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+        || n == "id"
 }
 
-/// Every table that holds messages: a conversation, a sender and a position column.
-fn messages_candidates(catalog: &Catalog, dialect: Dialect) -> Vec<MessagesCandidate> {
+/// The integer columns of the tables keyed by user and conversation that neither a name
+/// recognises as a counter nor as a position: measured for their range (`facts.ranges`), a
+/// counter by its values (issue 24).
+pub fn range_columns(catalog: &Catalog) -> Vec<(String, String, String)> {
+    let convs = conversation_names(catalog);
     let mut out = Vec::new();
     for t in &catalog.tables {
-        let n = lower(&t.bare);
-        if is_receipts(t)
-            || ["summary", "counter", "member"]
-                .iter()
-                .any(|w| n.contains(w))
-        {
+        let (Some((_, u)), Some(c)) = (pick(t, USER), pick_named(t, &convs)) else {
             continue;
+        };
+        for x in &t.columns {
+            if x.class == TypeClass::Integer
+                && x.name != u.name
+                && x.name != c.name
+                && !named_like_position(&x.name)
+            {
+                out.push((t.name.clone(), c.name.clone(), x.name.clone()));
+            }
         }
-        let name_rank = messages_name_rank(t);
-        let Some((_, conv)) = pick(t, CONVERSATION) else {
-            continue;
-        };
-        let sender = pick(t, SENDER)
-            .map(|(_, c)| c)
-            .or_else(|| (name_rank < 4).then(|| t.column("user_id")).flatten());
-        let Some(sender) = sender else { continue };
-        let positions: Vec<&Column> = POSITION
-            .iter()
-            .filter_map(|p| t.column(p))
-            .filter(|c| c.name != conv.name && c.name != sender.name)
-            .collect();
-        let Some(position) = positions
-            .iter()
-            .find(|c| c.class == TypeClass::Integer)
-            .or(positions.first())
-        else {
-            continue;
-        };
-        let countable = NOT_COUNTABLE
-            .iter()
-            .filter_map(|n| t.column(n))
-            .filter_map(|c| not_countable_predicate(dialect, c))
-            .collect();
-        out.push(MessagesCandidate {
-            table: t.name.clone(),
-            conversation: conv.name.clone(),
-            sender: sender.name.clone(),
-            position: position.name.clone(),
-            position_declared: position.declared.clone(),
-            position_integer: position.class == TypeClass::Integer,
-            created_at: pick(t, CREATED).map(|(_, c)| c.name.clone()),
-            countable,
-            is_view: t.is_view,
-            rank: (position.class != TypeClass::Integer, name_rank),
-        });
     }
-    out.sort_by_key(|m| m.rank);
     out
 }
 
 /// Every counter column: on a table keyed by user and conversation (per_member), or on the
-/// messages table (per_message).
-pub fn counter_candidates(catalog: &Catalog, messages: Option<&str>) -> Vec<CounterCandidate> {
+/// messages table (per_message); by its name, or (rank after every name) an integer column
+/// whose values lie between 0 and the conversation's message count in at least 90 % of a
+/// sample (`facts.ranges`).
+pub fn counter_candidates(
+    catalog: &Catalog,
+    messages: Option<&str>,
+    facts: &Facts,
+) -> Vec<CounterCandidate> {
+    let convs = conversation_names(catalog);
     let mut out = Vec::new();
     for t in &catalog.tables {
-        let key = match (pick(t, USER), pick(t, CONVERSATION)) {
-            (Some((_, u)), Some((_, c))) => Some((u.name.clone(), c.name.clone())),
+        let key = match (pick(t, USER), pick_named(t, &convs)) {
+            (Some((_, u)), Some(c)) => Some((u.name.clone(), c.name.clone())),
             _ => None,
         };
         let on_messages = Some(t.name.as_str()) == messages;
@@ -111,9 +75,15 @@ pub fn counter_candidates(catalog: &Catalog, messages: Option<&str>) -> Vec<Coun
         }
         for c in &t.columns {
             let name = lower(&c.name);
+            let by_values = facts
+                .ranges
+                .get(&(t.name.clone(), c.name.clone()))
+                .and_then(|m| judged(*m))
+                .is_some_and(|s| s >= crate::schema::evidence_share::MIN_SHARE);
             let rank = match COUNTER.iter().position(|n| *n == name) {
                 Some(r) => r,
                 None if name.contains("unread") && !name.starts_with("last_") => COUNTER.len(),
+                None if by_values && key.is_some() && !on_messages => COUNTER.len() + 1,
                 None => continue,
             };
             out.push(CounterCandidate {
@@ -128,6 +98,7 @@ pub fn counter_candidates(catalog: &Catalog, messages: Option<&str>) -> Vec<Coun
                 },
                 key: if on_messages { None } else { key.clone() },
                 rank,
+                figure: None,
             });
         }
     }
@@ -136,8 +107,9 @@ pub fn counter_candidates(catalog: &Catalog, messages: Option<&str>) -> Vec<Coun
 
 /// Text columns of membership tables whose values decide who is still a member.
 pub fn membership_value_columns(catalog: &Catalog) -> Vec<(String, String)> {
+    let convs = conversation_names(catalog);
     let mut out = Vec::new();
-    for t in catalog.tables.iter().filter(|t| is_members(t)) {
+    for t in catalog.tables.iter().filter(|t| is_members(t, &convs)) {
         for n in ["membership", "status", "state"] {
             if let Some(c) = t.column(n).filter(|c| c.class == TypeClass::Text) {
                 out.push((t.name.clone(), c.name.clone()));
@@ -147,23 +119,30 @@ pub fn membership_value_columns(catalog: &Catalog) -> Vec<(String, String)> {
     out
 }
 
-fn is_members(t: &Table) -> bool {
+fn is_members(t: &Table, convs: &[String]) -> bool {
     let n = lower(&t.bare);
     !is_receipts(t)
         && pick(t, USER).is_some()
-        && pick(t, CONVERSATION).is_some()
+        && pick_named(t, convs).is_some()
         && ["member", "participant", "subscri", "_users", "joined"]
             .iter()
             .any(|w| n.contains(w))
 }
 
-/// The `[members]` choice for a table: keys, active predicate, join position.
-fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
+/// The `[members]` choice for a table: keys, active predicate, join position (or join time,
+/// when the messages have a creation time: `created`).
+fn members_choice(
+    t: &Table,
+    convs: &[String],
+    facts: &Facts,
+    dialect: Dialect,
+    created: bool,
+) -> MembersChoice {
     let user = pick(t, USER)
         .map(|(_, c)| c.name.clone())
         .unwrap_or_default();
-    let conversation = pick(t, CONVERSATION)
-        .map(|(_, c)| c.name.clone())
+    let conversation = pick_named(t, convs)
+        .map(|c| c.name.clone())
         .unwrap_or_default();
     let mut notes = Vec::new();
     let mut active = None;
@@ -205,18 +184,29 @@ fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
         }
     }
     let mut join_position = None;
+    let mut join_times = Vec::new();
     for c in t.columns.iter().filter(|c| lower(&c.name).contains("join")) {
-        let is_time = c.class == TypeClass::Timestamp
-            || (c.class == TypeClass::Integer && lower(&c.name).ends_with("_at"));
+        let is_time = c.class == TypeClass::Timestamp || lower(&c.name).ends_with("_at");
         if is_time {
-            notes.push(format!(
-                "{0} is a join time, not a position: add join_time = \"{0}\" (the join \
-                 position is the highest message position created at or before it; needs \
-                 messages.created_at)",
-                c.name
-            ));
+            join_times.push(c.name.clone());
         } else if c.class == TypeClass::Integer && join_position.is_none() {
             join_position = Some(c.name.clone());
+        }
+    }
+    let mut join_time = None;
+    for j in join_times {
+        if join_position.is_none() && join_time.is_none() && created {
+            notes.push(format!(
+                "{j} is a join time: the join position is the highest message position created \
+                 at or before it (messages the member never saw are not owed)"
+            ));
+            join_time = Some(j);
+        } else {
+            notes.push(format!(
+                "{j} is a join time, not a position: add join_time = \"{j}\" (the join \
+                 position is the highest message position created at or before it; needs \
+                 messages.created_at)"
+            ));
         }
     }
     if active.is_none() {
@@ -228,6 +218,7 @@ fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
         conversation,
         active,
         join_position,
+        join_time,
         notes,
     }
 }
@@ -236,17 +227,17 @@ fn members_choice(t: &Table, facts: &Facts, dialect: Dialect) -> MembersChoice {
 /// each with the alternatives seen; what a complete mapping lacks in [`Proposal::missing`].
 pub fn propose(catalog: &Catalog, facts: &Facts, dialect: Dialect) -> Proposal {
     let mut p = Proposal::default();
-    choose_messages(&mut p, catalog, dialect);
+    choose_messages(&mut p, catalog, facts, dialect);
     choose_counter(&mut p, catalog, facts);
     choose_members(&mut p, catalog, facts, dialect);
-    choose_evidence(&mut p, catalog, dialect);
+    choose_evidence(&mut p, catalog, facts, dialect);
     p
 }
 
 /// `[messages]`: the best messages candidate (missing when its position is not an integer),
 /// the others as alternatives; missing when there is none.
-fn choose_messages(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
-    let mut messages = messages_candidates(catalog, dialect);
+fn choose_messages(p: &mut Proposal, catalog: &Catalog, facts: &Facts, dialect: Dialect) {
+    let mut messages = messages_candidates(catalog, facts, dialect, &mut p.explain);
     if !messages.is_empty() {
         let chosen = messages.remove(0);
         if !chosen.position_integer {
@@ -258,9 +249,11 @@ fn choose_messages(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
         p.messages = Some(chosen);
     } else {
         p.missing.push(
-            "a messages table: no table or view has a conversation column (conv_id, \
-             conversation_id, room_id, channel_id…), a sender column (sender_id, sender, \
-             author_id…) and a position (seq, position, stream_ordering, id…)"
+            "a messages table: no table or view has a conversation key (conv_id, room_id…, \
+             or the first column of a unique index on (conversation, integer), or a <x>_id \
+             of a table <x>s), a sender column (sender_id, author_id…) and a position (an \
+             integer unique within the conversation or alone, or seq, position, id…); \
+             --explain lists each table's reason"
                 .into(),
         );
     }
@@ -272,15 +265,48 @@ fn choose_messages(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
 /// is none.
 fn choose_counter(p: &mut Proposal, catalog: &Catalog, facts: &Facts) {
     let msg_table = p.messages.as_ref().map(|m| m.table.as_str());
-    let mut counters = counter_candidates(catalog, msg_table);
+    let mut counters = counter_candidates(catalog, msg_table, facts);
+    let range = |c: &CounterCandidate| facts.ranges.get(&(c.table.clone(), c.column.clone()));
+    for c in counters.iter_mut() {
+        if let Some(m) = range(c) {
+            c.figure = Some(format!(
+                "values between 0 and the conversation's message count: {}",
+                figure(*m)
+            ));
+        }
+    }
     counters.sort_by_key(|c| {
         let has = facts
             .has_values
             .get(&(c.table.clone(), c.column.clone()))
             .copied()
             .unwrap_or(true);
-        (!c.integer, !has, c.shape == Shape::PerMessage, c.rank)
+        let out_of_range = range(c)
+            .and_then(|m| judged(*m))
+            .is_some_and(|s| s < crate::schema::evidence_share::MIN_COUNTER_SHARE);
+        // A column found by its values alone comes after every named one.
+        (
+            !c.integer,
+            !has,
+            c.rank > COUNTER.len(),
+            out_of_range,
+            c.shape == Shape::PerMessage,
+            c.rank,
+        )
     });
+    for c in &counters {
+        p.explain.push(format!(
+            "counter candidate {}.{} ({}, {}{})",
+            c.table,
+            c.column,
+            c.declared,
+            Shape::as_str(c.shape),
+            c.figure
+                .as_ref()
+                .map(|f| format!("; {f}"))
+                .unwrap_or_default()
+        ));
+    }
     if counters.is_empty() {
         p.missing.push(
             "a counter column: no integer column named unread_count, unread, unread_messages, \
@@ -297,14 +323,16 @@ fn choose_counter(p: &mut Proposal, catalog: &Catalog, facts: &Facts) {
 /// the others as alternatives; missing only when a per_message counter needs one.
 fn choose_members(p: &mut Proposal, catalog: &Catalog, facts: &Facts, dialect: Dialect) {
     let msg_table = p.messages.as_ref().map(|m| m.table.clone());
+    let created = p.messages.as_ref().is_some_and(|m| m.created_at.is_some());
+    let convs = conversation_names(catalog);
     let mut members: Vec<&Table> = catalog
         .tables
         .iter()
-        .filter(|t| is_members(t) && Some(&t.name) != msg_table.as_ref())
+        .filter(|t| is_members(t, &convs) && Some(&t.name) != msg_table.as_ref())
         .collect();
     members.sort_by_key(|t| (t.column("active").is_none(), t.name.len()));
     if let Some(t) = members.first() {
-        p.members = Some(members_choice(t, facts, dialect));
+        p.members = Some(members_choice(t, &convs, facts, dialect, created));
     } else if p.counter.as_ref().map(|c| c.shape) == Some(Shape::PerMessage) {
         p.missing.push(
             "a members table (user and conversation columns, named like members or \
@@ -357,8 +385,9 @@ impl Keyed<'_> {
 /// `[[evidence]]`: receipts tables, then last-read positions, then last-read times, then (for
 /// a per_member counter) the stored counter itself; notes on what was seen but is not usable
 /// unedited; missing when a per_message counter has no read evidence.
-fn choose_evidence(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
+fn choose_evidence(p: &mut Proposal, catalog: &Catalog, facts: &Facts, dialect: Dialect) {
     let msg_table = p.messages.as_ref().map(|m| m.table.clone());
+    let convs = conversation_names(catalog);
     let created = p.messages.as_ref().is_some_and(|m| m.created_at.is_some());
     let messages: Vec<MessagesCandidate> = p
         .messages
@@ -368,7 +397,7 @@ fn choose_evidence(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
         .collect();
     let (mut receipts, mut positions, mut times) = (Vec::new(), Vec::new(), Vec::new());
     for t in &catalog.tables {
-        let (Some((_, user)), Some((_, conv))) = (pick(t, USER), pick(t, CONVERSATION)) else {
+        let (Some((_, user)), Some(conv)) = (pick(t, USER), pick_named(t, &convs)) else {
             continue;
         };
         if Some(&t.name) == msg_table.as_ref() {
@@ -391,8 +420,66 @@ fn choose_evidence(p: &mut Proposal, catalog: &Catalog, dialect: Dialect) {
     p.evidence.extend(receipts);
     p.evidence.extend(positions);
     p.evidence.extend(times);
+    evidence_figures(p, facts);
     note_lookup_views(p, catalog);
     counter_evidence(p);
+}
+
+/// The figures seen for each position and timestamp entry (issue 24): the share of its values
+/// that are positions of their conversation in the chosen position (or the share of its times
+/// at or after the conversation's first message), said in its comment; an entry under the
+/// share that stops a backfill is said to be another position space.
+fn evidence_figures(p: &mut Proposal, facts: &Facts) {
+    let Some(m) = p.messages.clone() else {
+        return;
+    };
+    for e in p.evidence.iter_mut() {
+        let Some((table, _, _, column)) = e.source.clone() else {
+            continue;
+        };
+        let measure = match e.kind {
+            EvidenceKind::Position => facts
+                .fits
+                .get(&(
+                    table.clone(),
+                    column.clone(),
+                    m.table.clone(),
+                    m.position.clone(),
+                ))
+                .map(|x| {
+                    (
+                        *x,
+                        format!(
+                            "positions of their conversation in {}.{}",
+                            m.table, m.position
+                        ),
+                    )
+                }),
+            EvidenceKind::Timestamp => facts.times.get(&(table.clone(), column.clone())).map(|x| {
+                (
+                    *x,
+                    "at or after their conversation's first message".to_string(),
+                )
+            }),
+            _ => None,
+        };
+        let Some((x, what)) = measure else { continue };
+        e.why
+            .push_str(&format!("; on a sample, {} values are {what}", figure(x)));
+        if judged(x).is_some_and(|s| s < crate::schema::evidence_share::MIN_SHARE) {
+            e.why
+                .push_str(": ANOTHER POSITION SPACE? the backfill stops on it");
+            p.evidence_notes.push(format!(
+                "{table}.{column} fits {}.{} in only {} sampled values: map the position it \
+                 uses as messages.id (the backfill refuses it otherwise)",
+                m.table,
+                m.position,
+                figure(x)
+            ));
+        }
+        p.explain
+            .push(format!("evidence {table}.{column}: {}", e.why));
+    }
 }
 
 /// A receipts table: named in [`Proposal::receipts_tables`]; its highest integer read position
@@ -473,6 +560,7 @@ fn read_columns(
             || n.starts_with("last_seen")
             || n.starts_with("last_viewed")
             || n.starts_with("last_receipt")
+            || n.starts_with("last_visit")
             || n == "read_at"
             || n == "read_up_to";
         if !read_like {

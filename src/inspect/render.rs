@@ -17,10 +17,25 @@ fn s(value: &str) -> String {
 
 /// The mapping file for `p`, with `warnings` and comments: the header, then the sections in
 /// the README's order (`[messages]`, `[members]`, `[counter]`, `[[evidence]]`, `[watermarks]`).
-pub fn render(p: &Proposal, warnings: &[Warning], catalog: &Catalog, dialect: Dialect) -> String {
+///
+/// With `explain`, the header ends with the full reasoning ([`Proposal::explain`]): every
+/// candidate seen and the figures measured.
+pub fn render(
+    p: &Proposal,
+    warnings: &[Warning],
+    catalog: &Catalog,
+    dialect: Dialect,
+    explain: bool,
+) -> String {
     let mut out = String::new();
     let w = &mut out;
     header(w, p, warnings, catalog, dialect);
+    if explain {
+        let _ = writeln!(w, "#\n# How the proposal was reached (--explain):");
+        for line in &p.explain {
+            let _ = writeln!(w, "#   {}", line.replace(['\n', '\r'], " "));
+        }
+    }
     messages(w, p);
     members(w, p);
     counter(w, p, catalog);
@@ -78,6 +93,12 @@ fn messages(w: &mut String, p: &Proposal) {
                 m.position,
                 m.position_declared
             );
+            for reason in &m.reasons {
+                let _ = writeln!(w, "#   {reason}");
+            }
+            for miss in &m.near_misses {
+                let _ = writeln!(w, "# near miss: {miss}");
+            }
             for alt in &p.messages_alternatives {
                 let _ = writeln!(
                     w,
@@ -137,7 +158,7 @@ fn messages(w: &mut String, p: &Proposal) {
             } else {
                 let _ = writeln!(
                     w,
-                    "countable = {}   # from the flag columns' names: check what the \
+                    "countable = {}   # from the flag and kind columns: check what the \
                      application counts",
                     s(&m.countable.join(" AND "))
                 );
@@ -172,6 +193,13 @@ fn members(w: &mut String, p: &Proposal) {
             if let Some(a) = &mb.active {
                 let _ = writeln!(w, "active = {}", s(a));
             }
+            if let Some(j) = &mb.join_time {
+                let _ = writeln!(
+                    w,
+                    "join_time = {}   # positions created at or before it are not the member's",
+                    s(j)
+                );
+            }
             if let Some(j) = &mb.join_position {
                 let _ = writeln!(
                     w,
@@ -196,22 +224,30 @@ fn counter(w: &mut String, p: &Proposal, catalog: &Catalog) {
     match &p.counter {
         Some(c) => {
             let _ = writeln!(w, "[counter]");
+            let figure = |c: &super::propose::CounterCandidate| {
+                c.figure
+                    .as_ref()
+                    .map(|f| format!("; {f}"))
+                    .unwrap_or_default()
+            };
             let _ = writeln!(
                 w,
-                "# chosen: {}.{} ({}, {})",
+                "# chosen: {}.{} ({}, {}{})",
                 c.table,
                 c.column,
                 c.declared,
-                Shape::as_str(c.shape)
+                Shape::as_str(c.shape),
+                figure(c)
             );
             for alt in &p.counter_alternatives {
                 let _ = writeln!(
                     w,
-                    "# counter candidate: {}.{} ({}, {})",
+                    "# counter candidate: {}.{} ({}, {}{})",
                     alt.table,
                     alt.column,
                     alt.declared,
-                    Shape::as_str(alt.shape)
+                    Shape::as_str(alt.shape),
+                    figure(alt)
                 );
             }
             let _ = writeln!(w, "shape = {}", s(Shape::as_str(c.shape)));

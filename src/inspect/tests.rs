@@ -87,7 +87,7 @@ fn per_message_counter_with_last_read_columns() {
         .any(|n| n.contains("joined_at is a join time")));
     let kinds: Vec<EvidenceKind> = p.evidence.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [EvidenceKind::Position, EvidenceKind::Timestamp]);
-    let text = render(&p, &[], &c, Dialect::Postgres);
+    let text = render(&p, &[], &c, Dialect::Postgres, false);
     let mapping = Mapping::parse(&text, "proposal").unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(mapping.counter.shape, Shape::PerMessage);
     assert_eq!(mapping.messages.created_at.as_deref(), Some("created_at"));
@@ -123,7 +123,7 @@ fn nothing_to_map_names_what_is_missing() {
     assert_eq!(p.missing.len(), 2, "{:?}", p.missing);
     assert!(p.missing[0].starts_with("a messages table"));
     assert!(p.missing[1].starts_with("a counter column"));
-    let text = render(&p, &[], &c, Dialect::Sqlite);
+    let text = render(&p, &[], &c, Dialect::Sqlite, false);
     assert!(text.contains("# MISSING: a messages table"), "{text}");
 }
 

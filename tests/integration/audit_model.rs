@@ -165,7 +165,7 @@ fn legacy(w: &World) -> (Legacy, BTreeMap<Key, Watermark>) {
             .map(|(&(c, u), &v)| (key(c, u), v))
             .collect(),
         receipts: Vec::new(),
-        readers: Default::default(),
+        ..Legacy::default()
     };
     let wms = w
         .watermarks

@@ -43,6 +43,8 @@ mod differential;
 mod duplicate_members;
 mod evidence_forms;
 mod faults;
+mod forum;
+mod forum_fixture;
 mod galera;
 mod generate;
 mod grafana;

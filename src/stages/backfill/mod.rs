@@ -70,6 +70,10 @@ pub struct BackfillOptions {
     /// transaction that has not committed yet would be covered); such conversations are left
     /// for a later run and counted. Needs `messages.created_at`; zero turns it off.
     pub settle_time: Duration,
+    /// Run even when an evidence entry's values fit the messages' position space in under
+    /// [`crate::schema::evidence_share::MIN_SHARE`] of a sample (issue 24; without it: exit 2
+    /// before anything is written, the dry run included).
+    pub accept_evidence_share: bool,
 }
 
 impl Default for BackfillOptions {
@@ -89,6 +93,7 @@ impl Default for BackfillOptions {
             stop: None,
             count_changes: true,
             settle_time: DEFAULT_SETTLE_TIME,
+            accept_evidence_share: false,
         }
     }
 }
@@ -141,6 +146,13 @@ pub async fn run(
         .1
         .kind;
     let settle = settle_predicate(conn, mapping, &ctx, opts.settle_time).await?;
+    // Issue 24: the mapping proven on the data before anything is written.
+    let shares = schema::evidence_share::measure(conn, mapping, &ctx).await?;
+    if !opts.accept_evidence_share {
+        if let Some(refusal) = schema::evidence_share::refusal(mapping, &shares) {
+            return Err(refusal);
+        }
+    }
     if opts.dry_run {
         return run_batches(
             conn,
@@ -153,6 +165,7 @@ pub async fn run(
             None,
             BackfillSummary {
                 notices: collations.notices(),
+                evidence_shares: shares,
                 ..Default::default()
             },
             None,
@@ -164,6 +177,7 @@ pub async fn run(
     let result = async {
         let (id, lo, mut summary) = resume_or_start(conn, mapping, dialect, opts).await?;
         summary.notices = collations.notices();
+        summary.evidence_shares = shares;
         ledger::abandon_stale(conn, dialect, Stage::Backfill, &mapping.fingerprint, id).await?;
         let result = run_batches(
             conn,

@@ -73,6 +73,11 @@ pub struct BackfillSummary {
     /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// The evidence measured on the data before the first batch (issue 24,
+    /// [`crate::schema::evidence_share`]): each entry's share of values that fit the position
+    /// space.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence_shares: Vec<crate::schema::evidence_share::Share>,
 }
 
 /// What the read flags say beside the watermarks a backfill leaves (issue 22): counted in each

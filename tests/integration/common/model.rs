@@ -121,6 +121,11 @@ pub struct Legacy {
     pub receipts: Vec<(Key, i64)>,
     /// Messages only some readers count (issue 22); empty: every reader counts every message.
     pub readers: Readers,
+    /// Creation times of the messages, by (conversation, position), in seconds: needed only
+    /// by timestamp evidence and join times.
+    pub created: BTreeMap<(String, i64), i64>,
+    /// Timestamp evidence (a last visit time per member, in seconds), after the receipts.
+    pub visits: BTreeMap<Key, i64>,
 }
 
 /// semantics.md "Messages only some readers count" (issue 22), by message position (unique
@@ -149,6 +154,17 @@ impl Legacy {
                         .contains(&(m.conv.clone(), user.to_string()))
             }
         }
+    }
+
+    /// semantics.md "Backfill" 2 (and `join_time`): the highest position of a message of
+    /// `conv` created at or before `t`, 0 when none was.
+    pub fn position_at(&self, conv: &str, t: i64) -> i64 {
+        self.created
+            .iter()
+            .filter(|((c, _), at)| c == conv && **at <= t)
+            .map(|((_, id), _)| *id)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -213,7 +229,8 @@ fn classify(f: &Facts, cap: Option<i64>) -> Option<(Option<i64>, i64, Option<i64
 }
 
 /// semantics.md "Backfill: where each last_read_id comes from", for the mapping above: every
-/// member row gets the highest of its receipts; failing that, an active member of shape A its
+/// member row gets the highest of its receipts; failing that, the position its visit time
+/// gives (timestamp evidence, when the legacy database has visits); failing that, an active member of shape A its
 /// counter k (k <= 0: the conversation's highest position; 0 < k < |L|: L[k], L the positions
 /// countable for it newest first; k >= |L|: 0), which only fills a missing watermark. The write
 /// is forward-only, and a write that does not advance a watermark changes nothing (its source
@@ -233,15 +250,17 @@ pub fn backfill(l: &Legacy, existing: &BTreeMap<Key, Watermark>) -> BTreeMap<Key
         } else {
             l.counters.get(key).copied().flatten()
         };
-        let (value, source) = match (position, counter) {
-            (Some(p), _) => (p, "position"),
-            (None, Some(k)) => {
+        let visit = l.visits.get(key).map(|t| l.position_at(conv, *t));
+        let (value, source) = match (position, visit, counter) {
+            (Some(p), _, _) => (p, "position"),
+            (None, Some(v), _) => (v, "timestamp"),
+            (None, None, Some(k)) => {
                 if existing.contains_key(key) {
                     continue; // a counter never advances an existing watermark
                 }
                 (counter_position(l, conv, user, *member, k), "counter")
             }
-            (None, None) => continue,
+            (None, None, None) => continue,
         };
         let advances = out.get(key).is_none_or(|w| value > w.last_read_id);
         if advances {
