@@ -84,10 +84,13 @@ async fn load_citus(conn: &mut AnyConnection) {
     exec_all(conn, &load_sql()).await;
 }
 
+/// A watermark row: conversation, user, last_read_id, source, backfilled_id.
+type WatermarkRow = (i64, String, i64, Option<String>, Option<i64>);
+
 /// What a pipeline leaves to compare.
 #[derive(Debug, PartialEq)]
 struct Outcome {
-    watermarks: Vec<(i64, String, i64, Option<String>, Option<i64>)>,
+    watermarks: Vec<WatermarkRow>,
     report: String,
     final_report: String,
     archive: Vec<String>,
