@@ -84,7 +84,7 @@ async fn load_citus(conn: &mut AnyConnection) {
     exec_all(conn, &load_sql()).await;
 }
 
-/// A watermark row: user, conversation, last_read_id, source, backfilled_id.
+/// A watermark row: conversation, user, last_read_id, source, backfilled_id.
 type WatermarkRow = (i64, String, i64, Option<String>, Option<i64>);
 
 /// What a pipeline leaves to compare.
