@@ -6,6 +6,7 @@
 //! and `contract --execute` (each column archived and dropped) on every backend. The expected
 //! values are worked out by hand in the fixture's `expected.md`, not by running tidemark.
 
+use crate::common::statements;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -31,28 +32,6 @@ const COLUMNS: [&str; 4] = [
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mattermost")
-}
-
-/// The statements of a SQL file (each ends with `;` at the end of a line; `--` lines skipped).
-fn statements(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    for line in text.lines() {
-        if line.trim_start().starts_with("--") || line.trim().is_empty() {
-            continue;
-        }
-        current.push_str(line);
-        current.push('\n');
-        if line.trim_end().ends_with(';') {
-            out.push(
-                std::mem::take(&mut current)
-                    .trim_end()
-                    .trim_end_matches(';')
-                    .to_string(),
-            );
-        }
-    }
-    out
 }
 
 /// user -> (last_read_id, source) in channel town.

@@ -11,6 +11,7 @@
 //!
 //! The random worlds of `differential` check the same rules against the independent model.
 
+use crate::common::statements;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -44,24 +45,6 @@ struct Expected {
     repair: Vec<(&'static str, &'static str, i64)>,
     /// The archive: rows and sum of the dropped column.
     archive: (i64, &'static str),
-}
-
-/// The statements of a SQL file (each ends with `;` at the end of a line; `--` lines skipped).
-fn statements(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    for line in text.lines() {
-        if line.trim_start().starts_with("--") || line.trim().is_empty() {
-            continue;
-        }
-        current.push_str(line);
-        current.push('\n');
-        if line.trim_end().ends_with(';') {
-            let s = std::mem::take(&mut current);
-            out.push(s.trim_end().trim_end_matches(';').to_string());
-        }
-    }
-    out
 }
 
 /// A key column as text (an integer key written in decimal).

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use sqlx::{AnyConnection, Row};
 
+use crate::common::statements;
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
-use crate::total_minus_seen::statements;
 use tidemark::db::Dsn;
 use tidemark::gate::GateOptions;
 use tidemark::mapping::Mapping;

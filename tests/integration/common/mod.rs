@@ -336,3 +336,25 @@ pub fn value_at(file: &str, mapping: &str, line: &str) -> String {
     let value = eq + 1 + (text[eq + 1..].len() - text[eq + 1..].trim_start().len());
     format!("{file}:{}:{}", n + 1, value + 1)
 }
+
+/// The statements of a SQL file (each ends with `;` at the end of a line; `--` lines skipped).
+pub fn statements(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("--") || line.trim().is_empty() {
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if line.trim_end().ends_with(';') {
+            out.push(
+                std::mem::take(&mut current)
+                    .trim_end()
+                    .trim_end_matches(';')
+                    .to_string(),
+            );
+        }
+    }
+    out
+}
