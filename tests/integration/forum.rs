@@ -271,6 +271,29 @@ async fn renamed_copy_is_refused(backend: Backend) {
         "{}",
         accepted.stdout
     );
+    // Accepted for real, the audit's drift is the mapping's error, and its summary says so.
+    run(
+        d,
+        &["backfill", "--accept-evidence-share"],
+        &db.url,
+        "names.toml",
+    )
+    .expect_code(0);
+    let audit = run(
+        d,
+        &["audit", "--report", "names.csv"],
+        &db.url,
+        "names.toml",
+    );
+    audit.expect_code(1);
+    assert!(
+        audit.stdout.contains("note: ")
+            && audit
+                .stdout
+                .contains("which a mapping error gives more often than counters do"),
+        "{}",
+        audit.stdout
+    );
     // By structure and data, inspect maps the per-topic number on the renamed copy too.
     let inspect = bin::run(d, &["inspect", "--database", &db.url]);
     inspect.expect_code(0);

@@ -39,7 +39,7 @@ pub use summary::write_metrics;
 
 use batches::audit_batches;
 pub(crate) use min_age::quiescence;
-use summary::{counter_summaries, crossed_per_counter, empty_scope};
+use summary::{counter_summaries, crossed_per_counter, empty_scope, mapping_error_hint};
 pub use types::{
     AuditOptions, AuditOutcome, AuditSummary, BatchRun, ConversationDrift, CounterRun,
     CounterSummary, DriftBucket, Example, TOP_CONVERSATIONS,
@@ -193,6 +193,9 @@ async fn run_locked(
             return Err(empty_scope(mapping, &summary.scope));
         }
         summary.report_sha256 = sha.unwrap_or_default();
+        if let Some(hint) = mapping_error_hint(&summary) {
+            summary.notices.push(hint);
+        }
         summary.crossed = crossed_per_counter(&mut summary, &opts);
         summary.passed = summary.crossed.is_empty();
         if let Some(id) = ledger_id {

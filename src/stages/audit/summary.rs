@@ -262,3 +262,92 @@ pub(super) fn crossed(s: &AuditSummary, opts: &AuditOptions) -> Vec<String> {
     }
     out
 }
+
+/// The note an audit adds when its drift looks like a mapping error rather than counter
+/// drift (issue 24, "Two position spaces mixed, silently"): at least half of at least 20 rows
+/// checked drift, and two in three drifting rows say the watermarks are all behind (`cleared`,
+/// `undercount`) or all ahead (`overcount`, `exceeds_history`) of the counters. Counters drift
+/// here and there; a mapping whose evidence is in another position space than the messages'
+/// (a global id beside a per-conversation number), or a wrong `countable`, moves nearly every
+/// member the same way. None otherwise.
+pub(super) fn mapping_error_hint(s: &AuditSummary) -> Option<String> {
+    let class = |names: &[&str]| -> u64 {
+        names
+            .iter()
+            .map(|n| s.by_class.get(*n).copied().unwrap_or(0))
+            .sum()
+    };
+    if s.rows_checked < 20 || s.drifting_rows * 2 < s.rows_checked {
+        return None;
+    }
+    for (names, way) in [
+        (&["cleared", "undercount"][..], "behind"),
+        (&["overcount", "exceeds_history"][..], "ahead of"),
+    ] {
+        let n = class(names);
+        if n * 3 >= s.drifting_rows * 2 {
+            return Some(format!(
+                "{} of {} rows drift, {} of them {}: the watermarks are {} the counters almost everywhere, which a mapping error gives more often than counters do (evidence in another position space than messages.id, such as a per-conversation number beside a global id, or a wrong countable); compare the evidence shares `tidemark backfill --dry-run` prints before trusting this report",
+                s.drifting_rows,
+                s.rows_checked,
+                n,
+                names.join(" or "),
+                way
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+
+    fn summary(checked: u64, classes: &[(&str, u64)]) -> AuditSummary {
+        let mut s = AuditSummary {
+            rows_checked: checked,
+            ..Default::default()
+        };
+        for (c, n) in classes {
+            s.by_class.insert(c.to_string(), *n);
+            s.drifting_rows += n;
+        }
+        s
+    }
+
+    #[test]
+    fn widespread_one_way_drift_gets_the_hint() {
+        // The issue's renamed forum: 111 drifting rows of 120, cleared 43 + undercount 41 + …
+        let s = summary(
+            120,
+            &[
+                ("cleared", 43),
+                ("undercount", 41),
+                ("orphan", 7),
+                ("overcount", 3),
+            ],
+        );
+        let hint = mapping_error_hint(&s).expect("hint");
+        assert!(
+            hint.starts_with(
+                "94 of 120 rows drift, 84 of them cleared or undercount: the watermarks are behind"
+            ),
+            "{hint}"
+        );
+        let ahead = summary(40, &[("overcount", 20), ("exceeds_history", 5)]);
+        assert!(mapping_error_hint(&ahead)
+            .unwrap()
+            .contains("overcount or exceeds_history: the watermarks are ahead of"));
+    }
+
+    #[test]
+    fn ordinary_drift_gets_none() {
+        // Few drifting rows, however one-sided.
+        assert_eq!(mapping_error_hint(&summary(120, &[("cleared", 30)])), None);
+        // Many, but of every kind.
+        let mixed = summary(100, &[("cleared", 20), ("overcount", 20), ("orphan", 20)]);
+        assert_eq!(mapping_error_hint(&mixed), None);
+        // Too few rows to judge.
+        assert_eq!(mapping_error_hint(&summary(10, &[("cleared", 10)])), None);
+    }
+}

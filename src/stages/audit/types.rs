@@ -208,8 +208,10 @@ pub struct AuditSummary {
     /// (`--run-time` reached); None for a complete run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
-    /// The preflight's notices: the key columns whose collations differ (issue 25,
-    /// [`crate::schema::KeyCollations::notice`]); empty when there is nothing to say.
+    /// Notes for the reader: the key columns whose collations differ (issue 25,
+    /// [`crate::schema::KeyCollations::notice`]) and, after the batches, a drift that looks
+    /// like a mapping error (issue 24, `summary::mapping_error_hint`); empty when there is
+    /// nothing to say.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
     /// Members with no watermark (issue 25, row 10): per member, the rows checked whose
