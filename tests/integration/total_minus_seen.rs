@@ -5,7 +5,7 @@
 //! backfill, audit and `contract --execute` on every backend. The expected values are worked
 //! out by hand in the fixture's `expected.md`, not by running tidemark.
 
-use crate::common::statements;
+use crate::common::{int_watermarks as watermarks, statements};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -17,7 +17,6 @@ use tidemark::dialect::Dialect;
 use tidemark::mapping::Mapping;
 use tidemark::stages::contract::{self, ContractOptions};
 use tidemark::stages::{audit, backfill, expand};
-use tidemark::values::text;
 
 on_every_backend!(
     total_minus_seen,
@@ -30,26 +29,6 @@ const T: i64 = 1_700_000_000_000;
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/total_minus_seen")
-}
-
-/// (conv, user) -> (last_read_id, source).
-async fn watermarks(conn: &mut AnyConnection) -> BTreeMap<(i64, i64), (i64, String)> {
-    let rows =
-        sqlx::query("SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks")
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
-    rows.iter()
-        .map(|r| {
-            (
-                (r.try_get(0).unwrap(), r.try_get(1).unwrap()),
-                (
-                    r.try_get(2).unwrap(),
-                    text(r, 3).unwrap().unwrap_or_default(),
-                ),
-            )
-        })
-        .collect()
 }
 
 /// (conv, user or NULL) -> value: a table's column, or one target's archive rows.

@@ -8,41 +8,18 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use sqlx::{AnyConnection, Row};
-
-use crate::common::statements;
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
+use crate::common::{int_watermarks as watermarks, statements};
 use tidemark::db::Dsn;
 use tidemark::gate::GateOptions;
 use tidemark::mapping::Mapping;
 use tidemark::stages::contract::{self, ContractOptions};
 use tidemark::stages::{audit, backfill, expand};
-use tidemark::values::text;
 
 on_every_backend!(zulip_read_flags);
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zulip")
-}
-
-/// (conv, user) -> (last_read_id, source).
-async fn watermarks(conn: &mut AnyConnection) -> BTreeMap<(i64, i64), (i64, String)> {
-    let rows =
-        sqlx::query("SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks")
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
-    rows.iter()
-        .map(|r| {
-            (
-                (r.try_get(0).unwrap(), r.try_get(1).unwrap()),
-                (
-                    r.try_get(2).unwrap(),
-                    text(r, 3).unwrap().unwrap_or_default(),
-                ),
-            )
-        })
-        .collect()
 }
 
 async fn zulip_read_flags(backend: Backend) {

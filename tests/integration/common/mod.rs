@@ -358,3 +358,26 @@ pub fn statements(text: &str) -> Vec<String> {
     }
     out
 }
+
+/// The watermark table of a fixture with integer keys: (conversation, user) ->
+/// (last_read_id, source).
+pub async fn int_watermarks(
+    conn: &mut AnyConnection,
+) -> std::collections::BTreeMap<(i64, i64), (i64, String)> {
+    use sqlx::Row;
+    sqlx::query("SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks")
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                (r.try_get(0).unwrap(), r.try_get(1).unwrap()),
+                (
+                    r.try_get(2).unwrap(),
+                    tidemark::values::text(r, 3).unwrap().unwrap_or_default(),
+                ),
+            )
+        })
+        .collect()
+}
