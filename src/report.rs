@@ -252,14 +252,54 @@ pub fn check_destination(dest: &Path) -> Result<()> {
     }
 }
 
-/// Creates `path` (truncated if it exists) readable and writable by its owner only: a
-/// temporary file whose final mode [`take_place_of`] sets.
+/// Creates `path` readable and writable by its owner only: a temporary file whose final mode
+/// [`take_place_of`] sets. Created new (`O_CREAT|O_EXCL`, and `O_NOFOLLOW`: issue 29, row 7),
+/// so nothing another user put there (a file, a symbolic link) is ever written through; a
+/// leftover of a killed run under the same name (the name holds the process id) is removed
+/// first, which the folder's sticky bit refuses for another user's file (an error, exit 3).
 pub fn create_private(path: &Path) -> std::io::Result<File> {
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create(true).truncate(true);
+    let open = || {
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            open.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        }
+        open.open(path)
+    };
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(path)?;
+            open()
+        }
+        other => other,
+    }
+}
+
+/// Refuses a destination that exists and belongs to another user (issue 29, row 7): a file
+/// someone else created where tidemark is about to write (a report) would keep that user's
+/// ownership, so that they could read or change what tidemark wrote.
+///
+/// Errors: exit 2 naming the file and its owner's uid.
+pub fn check_own(dest: &Path) -> Result<()> {
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-    open.open(path)
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::symlink_metadata(dest) {
+            let me = rustix::process::geteuid().as_raw();
+            if meta.uid() != me {
+                return Err(crate::error::input_error(format!(
+                    "{} exists and belongs to another user (uid {}, tidemark runs as uid {me}): tidemark does not write through it; remove it or name another file",
+                    dest.display(),
+                    meta.uid()
+                )));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = dest;
+    Ok(())
 }
 
 /// Readies `file`, about to be renamed onto `dest`, to take its place: the owner and group of

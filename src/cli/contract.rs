@@ -41,8 +41,9 @@ pub struct ContractArgs {
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
     /// Where the final audit writes its drift report (default: tidemark-contract-audit.csv next
-    /// to --archive when given, else tidemark-contract-<mapping>-audit.csv in the temporary
-    /// folder; the output and the ledger name it).
+    /// to --archive when given, else in the working directory; the output and the ledger name
+    /// it). Created 0600 through a new temporary file; a file there that belongs to another
+    /// user is refused (exit 2).
     #[arg(long, value_name = "FILE")]
     pub audit_report: Option<PathBuf>,
     /// Permission bits (octal, e.g. 640) of the final audit's report and the --archive CSV.

@@ -1,7 +1,11 @@
 //! The objects that depend on the counter column (issue 13, row 5): views, rules, triggers,
 //! foreign keys and indexes, found in the catalog before any DDL
-//! (`sql/<dialect>/contract_dependents.sql`). One that would make the drop fail, or leave it
-//! broken, closes the gate with its name; one that goes with the column is a note.
+//! (`sql/<dialect>/contract_dependents.sql`), on PostgreSQL also over the table's partitions
+//! and child tables (issue 29, row 8), and the functions and procedures whose source names
+//! the column (issue 29, row 1: PostgreSQL's `pg_proc.prosrc`, MySQL/MariaDB's
+//! `information_schema.ROUTINES`). One that would make the drop fail, or leave it broken,
+//! closes the gate with its name; one that goes with the column is a note, and so is a
+//! routine whose body cannot be read (a C function, a routine the session may not see).
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -24,6 +28,10 @@ pub struct Dependent {
     /// Whether the drop fails because of it, or leaves it broken (views and triggers that
     /// use the column, another table's foreign key); false when it goes with the column.
     pub blocks: bool,
+    /// A function or procedure whose body the catalog does not show (PostgreSQL: written in
+    /// C or `internal`; MySQL/MariaDB: the session may not read it): whether it uses the
+    /// column cannot be told (a note, `blocks` false).
+    pub unreadable: bool,
 }
 
 impl Dependent {
@@ -63,11 +71,13 @@ pub async fn dependents(
                 continue;
             }
         }
+        // 1: it blocks; 0: it goes with the column; 2: a body that cannot be read.
         let blocks: i64 = sqlx::Row::try_get(row, "blocks")?;
         out.push(Dependent {
             kind: text(row, "kind")?.unwrap_or_default(),
             name: text(row, "name")?.unwrap_or_default(),
-            blocks: blocks != 0,
+            blocks: blocks == 1,
+            unreadable: blocks == 2,
         });
     }
     out.sort_by_key(|d| std::cmp::Reverse(d.blocks));
@@ -75,7 +85,7 @@ pub async fn dependents(
 }
 
 /// Closes `verdict` for every blocking dependent (a reason naming it) and notes the others
-/// ("index x goes with the column").
+/// ("index x goes with the column"; a routine whose body cannot be read: check it by hand).
 pub fn apply(
     verdict: &mut gate::Verdict,
     notes: &mut Vec<String>,
@@ -90,6 +100,11 @@ pub fn apply(
                 column: column.to_string(),
             });
             verdict.open = false;
+        } else if d.unreadable {
+            notes.push(format!(
+                "{}: tidemark cannot read its body, so it cannot tell whether it uses {column}: check it before the drop",
+                d.describe()
+            ));
         } else {
             notes.push(format!(
                 "{} depends on {column} and is dropped with it",

@@ -69,6 +69,13 @@ pub async fn execute_locked(
         &crate::lock::runner_name(Stage::Contract, &mapping.fingerprint),
     )
     .await?;
+    let backfill = match backfill_lock(conn, run).await {
+        Ok(lock) => lock,
+        Err(e) => {
+            let _ = runner.release(conn).await;
+            return Err(e);
+        }
+    };
     let options = serde_json::to_value(options_record(opts))?;
     let result = async {
         let id = ledger::start(conn, dialect, Stage::Contract, &mapping.fingerprint, &options)
@@ -96,8 +103,30 @@ pub async fn execute_locked(
         }
     }
     .await;
+    let _ = backfill.release(conn).await;
     let _ = runner.release(conn).await;
     result
+}
+
+/// The backfill runner lock of the run's mapping, held for the whole `--execute` run (issue
+/// 29, row 10; semantics.md, "The gate before the drop": a drop never runs while another
+/// tidemark holds the mapping's runner lock, `--force` or not): a backfill that runs now would
+/// write watermarks from a counter about to be dropped, and one that starts later waits for
+/// the contract to end.
+///
+/// Errors (exit 3, nothing written): a backfill of the mapping holds it; the message names it
+/// (the engine's description of the holder: PostgreSQL backend pid and client, MySQL
+/// connection id, SQLite pid and host).
+async fn backfill_lock(conn: &mut AnyConnection, run: &Run<'_>) -> Result<RunnerLock> {
+    let name = crate::lock::runner_name(Stage::Backfill, &run.mapping.fingerprint);
+    RunnerLock::acquire(conn, run.ctx.dialect, &name)
+        .await
+        .map_err(|e| {
+            let forced = if run.opts.force { " (--force does not bypass this)" } else { "" };
+            e.context(format!(
+                "a backfill of this mapping is running: the contract drops nothing while it runs{forced}; wait for it to finish, then run the contract again"
+            ))
+        })
 }
 
 /// The ledger's record of a contract run's options.

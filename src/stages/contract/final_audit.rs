@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
+use std::path::PathBuf;
 
 use super::options::{ContractOptions, DEFAULT_AUDIT_REPORT};
 use super::outcome::{ContractOutcome, FinalAudit};
@@ -36,22 +37,7 @@ pub async fn final_audit(
         Some(a) => audit_batch_size(conn, dialect, a.id).await?,
         None => crate::stages::batch::DEFAULT_BATCH_SIZE,
     };
-    let report = opts.audit_report.clone().unwrap_or_else(|| {
-        match opts
-            .archive_csv
-            .as_ref()
-            .and_then(|p| p.parent())
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            Some(dir) => dir.join(DEFAULT_AUDIT_REPORT),
-            // Not into the current folder unasked (issue 24): the temporary folder, under a
-            // name of this mapping's; the path and the SHA-256 are in the output and the ledger.
-            None => std::env::temp_dir().join(format!(
-                "tidemark-contract-{}-audit.csv",
-                &mapping.fingerprint[..12.min(mapping.fingerprint.len())]
-            )),
-        }
-    });
+    let report = audit_report_path(opts);
     #[allow(clippy::needless_update)] // options the audit may gain later keep their defaults
     let audit_opts = audit::AuditOptions {
         cap: tolerance.cap,
@@ -107,6 +93,38 @@ pub async fn final_audit(
     }
     outcome.verdict = Some(verdict.clone());
     Ok(Some(s.ledger_id))
+}
+
+/// Where the final audit writes its report (issue 29, row 7): `--audit-report FILE` when
+/// given, else [`DEFAULT_AUDIT_REPORT`] beside the `--archive` CSV when there is one, else in
+/// the working directory, next to the other reports (not a predictable path of the shared
+/// temporary folder, which another local user could create first).
+pub fn audit_report_path(opts: &ContractOptions) -> PathBuf {
+    if let Some(path) = &opts.audit_report {
+        return path.clone();
+    }
+    match opts
+        .archive_csv
+        .as_ref()
+        .and_then(|p| p.parent())
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        Some(dir) => dir.join(DEFAULT_AUDIT_REPORT),
+        None => PathBuf::from(DEFAULT_AUDIT_REPORT),
+    }
+}
+
+/// Checks, before `--execute` writes anything, that the final audit may write its report
+/// ([`audit_report_path`]): not a directory, link or device, its folder there, and not a file
+/// that belongs to another user (issue 29, row 7: never written through).
+///
+/// Errors: exit 2 for a file of another user or that is not a regular file; exit 3 for a
+/// folder that does not exist (as [`crate::report::check_destination`]).
+pub fn check_audit_report(opts: &ContractOptions) -> Result<()> {
+    let path = audit_report_path(opts);
+    crate::report::check_destination(&path)?;
+    crate::report::check_own(&path)
+        .context("the final audit's report (--audit-report FILE names another)")
 }
 
 /// The batch size audit run `id` recorded (the final audit runs with the same).

@@ -118,6 +118,9 @@ pub async fn run(
     if !opts.execute || (!verdict.open && !opts.force) {
         return Ok(outcome);
     }
+    if resumed_from.is_none() {
+        final_audit::check_audit_report(opts)?;
+    }
     let run = execute::Run {
         mapping,
         ctx: &ctx,

@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::error::input_error;
 use crate::gate::GateOptions;
 
-/// The final audit's report when neither `--audit-report` nor `--archive` names a folder.
+/// The final audit's report when `--audit-report` names none: beside the `--archive` CSV, or
+/// in the working directory (issue 29, row 7).
 pub const DEFAULT_AUDIT_REPORT: &str = "tidemark-contract-audit.csv";
 
 /// A fault-injection point for tests: awaited after the archive is verified and before the
@@ -29,7 +30,7 @@ pub struct ContractOptions {
     /// `--archive FILE`: a CSV copy of the archived values.
     pub archive_csv: Option<PathBuf>,
     /// Where the final audit writes its report (None: [`DEFAULT_AUDIT_REPORT`] next to the
-    /// archive CSV when there is one, else a file of this mapping's in the temporary folder).
+    /// archive CSV when there is one, else in the working directory).
     pub audit_report: Option<PathBuf>,
     /// `--report-mode`: the permission bits of the final audit's report and the archive CSV
     /// (None: those of the file each replaces, or 0600 for a new one).
