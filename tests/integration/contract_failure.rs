@@ -102,11 +102,12 @@ async fn a_failed_drop_still_shows_the_verdict_the_archive_and_the_detail() {
         "the verdict names the view:\n{out}"
     );
     assert!(out.contains("final audit #"), "the final audit:\n{out}");
-    // The final audit's report is not written into the current folder unasked (issue 24).
-    assert!(
-        !dir.path().join("tidemark-contract-audit.csv").exists(),
-        "a report in the current folder"
-    );
+    // The final audit's report is written in the working directory, beside the other
+    // reports, 0600 (issue 29 row 7: not at a predictable path of the shared /tmp).
+    let report = dir.path().join("tidemark-contract-audit.csv");
+    let mode = std::fs::metadata(&report)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+    assert_eq!(mode.ok(), Some(0o600), "the report in the working directory");
     assert!(
         out.contains("archived") && out.contains("tidemark_counter_archive"),
         "the archive:\n{out}"

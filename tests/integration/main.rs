@@ -37,6 +37,7 @@ mod column_types;
 mod contract;
 mod contract_dependents;
 mod contract_failure;
+mod contract_gate;
 mod contract_privileges;
 mod demo;
 mod differential;

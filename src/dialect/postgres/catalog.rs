@@ -121,6 +121,8 @@ impl Catalog for Postgres {
         }
     }
 
+    /// Tables, views and their columns outside the system schemas; a partition is not a table
+    /// of its own (issue 29, row 8): its partitioned parent stands for it, as one table.
     fn inspect_columns_query(&self) -> &'static str {
         "SELECT CASE WHEN n.nspname = current_schema() THEN '' ELSE n.nspname::text END, \
                 c.relname::text, \
@@ -129,12 +131,14 @@ impl Catalog for Postgres {
          FROM pg_class c \
          JOIN pg_namespace n ON n.oid = c.relnamespace \
          JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
-         WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') \
+         WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition \
            AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
            AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%' \
          ORDER BY 1, 2, 6"
     }
 
+    /// The indexes of the tables [`Catalog::inspect_columns_query`] reads (a partitioned
+    /// table's own, not its partitions').
     fn inspect_indexes_query(&self) -> &'static str {
         "SELECT CASE WHEN n.nspname = current_schema() THEN '' ELSE n.nspname::text END, \
                 t.relname::text, i.relname::text, \
@@ -147,7 +151,7 @@ impl Catalog for Postgres {
          JOIN pg_namespace n ON n.oid = t.relnamespace \
          CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) \
          LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum AND k.attnum > 0 \
-         WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') \
+         WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND NOT t.relispartition \
            AND n.nspname NOT LIKE 'pg\\_toast%' AND k.ord <= x.indnkeyatts \
          ORDER BY 1, 2, 3, 6"
     }
