@@ -107,7 +107,11 @@ async fn a_failed_drop_still_shows_the_verdict_the_archive_and_the_detail() {
     let report = dir.path().join("tidemark-contract-audit.csv");
     let mode = std::fs::metadata(&report)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
-    assert_eq!(mode.ok(), Some(0o600), "the report in the working directory");
+    assert_eq!(
+        mode.ok(),
+        Some(0o600),
+        "the report in the working directory"
+    );
     assert!(
         out.contains("archived") && out.contains("tidemark_counter_archive"),
         "the archive:\n{out}"

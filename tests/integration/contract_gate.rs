@@ -95,16 +95,12 @@ async fn a_routine_that_writes_the_counter_closes_the_gate(backend: Backend) {
             "function public.bump_unread()".to_string(),
         ),
         _ => (
-            vec![
-                "CREATE PROCEDURE count_messages(m BIGINT) \
+            vec!["CREATE PROCEDURE count_messages(m BIGINT) \
                  UPDATE messages SET unread_count = 0 WHERE id = m"
-                    .to_string(),
-            ],
-            vec![
-                "CREATE PROCEDURE bump_unread(c BIGINT) \
+                .to_string()],
+            vec!["CREATE PROCEDURE bump_unread(c BIGINT) \
                  UPDATE unread_counters SET unread_count = unread_count + 1 WHERE conv_id = c"
-                    .to_string(),
-            ],
+                .to_string()],
             format!("procedure {}.bump_unread", db.name),
         ),
     };
@@ -201,10 +197,7 @@ async fn a_view_over_a_partition_closes_the_gate() {
     assert!(counter_column_exists(&mut conn, Backend::Postgres).await);
 
     let inspect = bin::run(dir, &["inspect", "--database", url]);
-    assert!(
-        matches!(inspect.code, Some(0 | 1)),
-        "inspect: {inspect:?}"
-    );
+    assert!(matches!(inspect.code, Some(0 | 1)), "inspect: {inspect:?}");
     let out = format!("{}{}", inspect.stdout, inspect.stderr);
     assert!(out.contains("unread_counters"), "{out}");
     assert!(
@@ -244,7 +237,11 @@ async fn final_audit_report_stays_private(backend: Backend) {
             "the file is named:\n{}",
             refused.stderr
         );
-        assert!(refused.stderr.contains("another user"), "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains("another user"),
+            "{}",
+            refused.stderr
+        );
         assert_eq!(std::fs::read_to_string(&report).unwrap(), "planted");
         assert!(statuses(&mut conn, "contract").await.is_empty());
         assert!(counter_column_exists(&mut conn, backend).await);
@@ -290,12 +287,20 @@ async fn no_drop_while_a_backfill_runs(backend: Backend) {
     let pause = f.path().join("pause");
     std::fs::write(&pause, "").unwrap();
     let child = f.spawn(
-        &["backfill", "--quiet", "--pause-file", pause.to_str().unwrap()],
+        &[
+            "backfill",
+            "--quiet",
+            "--pause-file",
+            pause.to_str().unwrap(),
+        ],
         &[],
     );
     let started = std::time::Instant::now();
     while statuses(&mut admin, "backfill").await.len() < 2 {
-        assert!(started.elapsed() < LIMIT, "the second backfill never started");
+        assert!(
+            started.elapsed() < LIMIT,
+            "the second backfill never started"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for force in [true, false] {
@@ -306,7 +311,9 @@ async fn no_drop_while_a_backfill_runs(backend: Backend) {
         let refused = f.run(&args);
         refused.expect_code(3);
         assert!(
-            refused.stderr.contains("a backfill of this mapping is running"),
+            refused
+                .stderr
+                .contains("a backfill of this mapping is running"),
             "the running backfill is named (force: {force}):\n{}",
             refused.stderr
         );
@@ -319,7 +326,8 @@ async fn no_drop_while_a_backfill_runs(backend: Backend) {
     }
     std::fs::remove_file(&pause).unwrap();
     wait(child, LIMIT).expect_code(0);
-    f.run(&["audit", "--report", "b.csv", "--quiet"]).expect_code(0);
+    f.run(&["audit", "--report", "b.csv", "--quiet"])
+        .expect_code(0);
     f.run(&["contract", "--execute", "--quiet"]).expect_code(0);
     assert!(!counter_column_exists(&mut admin, backend).await);
     admin.close().await.unwrap();
