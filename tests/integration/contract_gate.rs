@@ -333,3 +333,54 @@ async fn no_drop_while_a_backfill_runs(backend: Backend) {
     admin.close().await.unwrap();
     f.db.cleanup().await;
 }
+
+/// Row 1 (MariaDB/MySQL): a stored routine whose body this session may not read (root defined
+/// it; the user has every right on the database but none on `mysql.proc`, so
+/// `information_schema.ROUTINES` shows its body as NULL) cannot be checked: the gate stays
+/// open (nothing proves the routine uses the column) and the output says so, naming it.
+#[tokio::test]
+async fn a_routine_the_session_cannot_read_is_a_note() {
+    let Some((db, dir, mut conn)) = audited(Backend::Mysql, "gate_unreadable", &[]).await else {
+        return;
+    };
+    let dir = dir.path();
+    let user = format!("tm_gate_{}", std::process::id());
+    exec_all(
+        &mut conn,
+        &[
+            "CREATE PROCEDURE hidden_bump(c BIGINT) \
+             UPDATE unread_counters SET unread_count = unread_count + 1 WHERE conv_id = c"
+                .to_string(),
+            format!("DROP USER IF EXISTS '{user}'@'%'"),
+            format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'gate-pw'"),
+            format!("GRANT ALL ON `{}`.* TO '{user}'@'%'", db.name),
+        ],
+    )
+    .await;
+    let mut url = url::Url::parse(&db.url).unwrap();
+    url.set_username(&user).unwrap();
+    url.set_password(Some("gate-pw")).unwrap();
+    url.set_host(Some("127.0.0.1")).unwrap();
+    let run = bin::run(dir, &["contract", "--database", url.as_str()]);
+    exec_all(&mut conn, &[format!("DROP USER IF EXISTS '{user}'@'%'")]).await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains(&format!(
+            "procedure {}.hidden_bump (this session may not read its body): tidemark cannot read its body",
+            db.name
+        )),
+        "the unreadable routine is a note:\n{}",
+        run.stdout
+    );
+    // As root, who may read it, the same routine closes the gate.
+    let closed = dry_run(dir, &db.url, 1);
+    assert!(
+        closed.contains(&format!(
+            "procedure {}.hidden_bump depends on unread_count",
+            db.name
+        )),
+        "{closed}"
+    );
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
