@@ -1,5 +1,6 @@
 //! `--execute` once the gate is open (or bypassed by `--force --reason`): under the contract's
-//! runner lock and recorded in the ledger from the start, the final audit, then per target its
+//! runner lock and the mapping's backfill runner lock ([`backfill_lock`]), and recorded in the
+//! ledger from the start, the final audit, then per target its
 //! archive, the archive's verification, what the run is about to drop recorded in its ledger
 //! row, and the drop; the ledger then records what was done with the evidence. One sequence
 //! for every mapping: the counter column alone, several `[contract]` columns, a table, or
@@ -47,8 +48,9 @@ pub struct Run<'a> {
 /// drop needs before writing anything, takes the lock, records the run, runs [`execute`] and
 /// records its end (done, refused by the final audit, or failed).
 ///
-/// Errors: a missing right (exit 3, with its GRANT), another runner (exit 3), the run's own
-/// error; the ledger records a failed run as failed.
+/// Errors: a missing right (exit 3, with its GRANT), another runner (exit 3), a backfill of
+/// the mapping running (exit 3, [`backfill_lock`]), the run's own error; the ledger records a
+/// failed run as failed.
 pub async fn execute_locked(
     conn: &mut AnyConnection,
     run: &Run<'_>,

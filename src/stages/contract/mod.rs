@@ -16,7 +16,9 @@
 //!    on a column ([`dependents`]). Without `--execute` the verdict (every reason) and the
 //!    exact statements are returned, and nothing changes;
 //! 3. with `--execute`, when the gate is open (or `--force --reason TEXT` bypasses it,
-//!    recorded), under the runner lock and in the ledger ([`execute`]): a final audit with the
+//!    recorded), under the runner lock, and the backfill's runner lock of the mapping (a
+//!    running backfill stops the run, `--force` or not: issue 29 row 10), and in the ledger
+//!    ([`execute`]): a final audit with the
 //!    tolerance of the newest clean audit, which must pass; per target, its values archived
 //!    into `tidemark_counter_archive` batch by batch (and with `--archive FILE` into a CSV),
 //!    the archive verified row by row and by checksum ([`archive`]), and the drop under a
@@ -63,8 +65,9 @@ use planning::Planned;
 /// Errors: exit 2 for bad input (`--force` without `--reason`, `--drop-table` on a table that
 /// holds more than the counter, `--drop-table` or `--archive` with a `[contract]` section, a
 /// mapping that does not match, migrations not applied, a target that is gone without an
-/// archive, a SQLite trigger or view that still uses a column); exit 3 for database and I/O
-/// failures (a lock that was not granted after the retries, an archive that does not verify:
+/// archive, a SQLite trigger or view that still uses a column, a file of another user where
+/// the final audit's report goes); exit 3 for database and I/O failures (a backfill of the
+/// mapping running, a lock that was not granted after the retries, an archive that does not verify:
 /// the error is then a [`ContractFailed`] carrying what was found and done). Neither leaves a
 /// column half-dropped.
 pub async fn run(
