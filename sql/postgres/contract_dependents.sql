@@ -8,9 +8,9 @@
     its argument types, and ` (language c)` when its body cannot be read), blocks
     (BIGINT 1 when DROP COLUMN fails because of it, or leaves it broken: a normal dependency,
     as a view, a rule, another table's foreign key, a trigger naming the column, a function
-    whose source names the column, and with it the table or a trigger on the table or one of
-    its partitions calls it; 0 when it goes with the column: an index, a constraint of the
-    table itself; 2 when its body cannot be read: a function in C or `internal` outside the
+    whose source names the column, and with it the table or one of its partitions or child
+    tables, or a trigger on one of them calls it; 0 when it goes with the column: an index,
+    a constraint of the table itself; 2 when its body cannot be read: a function in C or `internal` outside the
     system schemas and not part of an extension, a note), definition (text, NULL: the
     catalog's answer is exact). -#}
 WITH RECURSIVE tm_rel(oid) AS (
@@ -19,12 +19,15 @@ WITH RECURSIVE tm_rel(oid) AS (
   SELECT i.inhrelid FROM pg_inherits i JOIN tm_rel ON i.inhparent = tm_rel.oid
 ),
 tm_word AS (
-  -- The column's and the table's names as whole words of a source text (any case).
+  -- The column's name as a whole word of a source text (any case).
   SELECT '(^|[^[:alnum:]_$])' || regexp_replace($2, '([^[:alnum:]_])', '\\\1', 'g')
-           || '($|[^[:alnum:]_$])' AS col,
-         '(^|[^[:alnum:]_$])' || regexp_replace(c.relname, '([^[:alnum:]_])', '\\\1', 'g')
+           || '($|[^[:alnum:]_$])' AS col
+),
+tm_tab AS (
+  -- The names of the table and of each partition or child table, as whole words.
+  SELECT '(^|[^[:alnum:]_$])' || regexp_replace(c.relname, '([^[:alnum:]_])', '\\\1', 'g')
            || '($|[^[:alnum:]_$])' AS tab
-  FROM pg_class c WHERE c.oid = to_regclass($1)
+  FROM pg_class c JOIN tm_rel ON c.oid = tm_rel.oid
 )
 SELECT CAST(CASE
          WHEN d.classid = 'pg_rewrite'::regclass THEN
@@ -74,7 +77,7 @@ WHERE pn.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
                   WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
   AND (l.lanname IN ('c', 'internal')
        OR (p.prosrc ~* w.col
-           AND (p.prosrc ~* w.tab
+           AND (EXISTS (SELECT 1 FROM tm_tab WHERE p.prosrc ~* tm_tab.tab)
                 OR EXISTS (SELECT 1 FROM pg_trigger g
                            WHERE g.tgfoid = p.oid AND g.tgrelid IN (SELECT oid FROM tm_rel)))))
 ORDER BY 3 DESC, 1, 2
