@@ -120,12 +120,12 @@ impl KeyFamilies {
                     table,
                     column,
                     family,
-                    declared,
+                    declared: shown(&declared),
                     kind,
                 });
             }
         }
-        let families = Self::check(&typed)?;
+        let families = Self::check(&typed, &mapping.watermarks.table)?;
         for key in &typed {
             check_unsigned_range(conn, dialect, key).await?;
         }
@@ -133,17 +133,23 @@ impl KeyFamilies {
     }
 
     /// Checks the typed key columns: within each family of keys, one type family.
+    /// `watermarks` (the watermark table, as the mapping names it) is left out of that check:
+    /// `expand` creates its keys of the members' (or the counter's) key types, and where that
+    /// column has no declared type (a SQLite view's expression) as text, which SQLite compares
+    /// with integers by value. Its integer keys still count for the signedness.
     ///
     /// Errors (exit 2): the first two columns of one family of keys whose type families
     /// differ, with their declared types.
-    pub fn check(typed: &[TypedKey]) -> Result<KeyFamilies> {
+    pub fn check(typed: &[TypedKey], watermarks: &str) -> Result<KeyFamilies> {
         let mut casts = Vec::new();
         for family in [Family::Conversation, Family::User] {
             let columns: Vec<&TypedKey> = typed.iter().filter(|k| k.family == family).collect();
-            let Some(first) = columns.first() else {
+            let legacy: Vec<&&TypedKey> =
+                columns.iter().filter(|k| k.table != watermarks).collect();
+            let Some(first) = legacy.first() else {
                 continue;
             };
-            if let Some(other) = columns.iter().find(|k| !k.kind.same_kind(first.kind)) {
+            if let Some(other) = legacy.iter().find(|k| !k.kind.same_kind(first.kind)) {
                 return Err(input_error(format!(
                     "{} keys of different types: {}.{} is {} ({}) and {}.{} is {} ({}); tidemark \
                      compares these keys across tables as values and cannot compare {} with {} \
@@ -184,6 +190,17 @@ impl KeyFamilies {
             .any(|(t, c)| t == table && c == column)
             .then(|| format!("CAST({{v}} AS {})", dialect.int_cast()))
     }
+}
+
+/// A declared type as messages show it: without MySQL's `CHARACTER SET …` / `COLLATE …`.
+fn shown(declared: &str) -> String {
+    let lower = declared.to_ascii_lowercase();
+    let end = [" character set", " collate"]
+        .iter()
+        .filter_map(|w| lower.find(w))
+        .min()
+        .unwrap_or(declared.len());
+    declared[..end].trim().to_string()
 }
 
 fn family_word(family: Family) -> &'static str {
@@ -261,11 +278,14 @@ mod tests {
     #[test]
     fn mixed_signedness_casts_and_text_beside_integer_is_refused() {
         let my = Dialect::Mysql;
-        let ok = KeyFamilies::check(&[
-            key("a", Family::User, "int(10) unsigned", my),
-            key("b", Family::User, "int(11)", my),
-            key("a", Family::Conversation, "bigint(20)", my),
-        ])
+        let ok = KeyFamilies::check(
+            &[
+                key("a", Family::User, "int(10) unsigned", my),
+                key("b", Family::User, "int(11)", my),
+                key("a", Family::Conversation, "bigint(20)", my),
+            ],
+            "wm",
+        )
         .unwrap();
         assert_eq!(
             ok.casts,
@@ -277,17 +297,33 @@ mod tests {
         );
         assert_eq!(ok.out_of(my, "a", "x"), None);
         let pg = Dialect::Postgres;
-        let err = KeyFamilies::check(&[
-            key(
-                "messages",
-                Family::Conversation,
-                "character varying(64)",
-                pg,
-            ),
-            key("att", Family::Conversation, "bigint", pg),
-        ])
+        let err = KeyFamilies::check(
+            &[
+                key(
+                    "messages",
+                    Family::Conversation,
+                    "character varying(64)",
+                    pg,
+                ),
+                key("att", Family::Conversation, "bigint", pg),
+            ],
+            "wm",
+        )
         .unwrap_err();
         let msg = format!("{err:#}");
+        // The watermark table's keys (tidemark's own) are not compared for the family.
+        let wm_text = KeyFamilies::check(
+            &[
+                key("messages", Family::User, "INTEGER", Dialect::Sqlite),
+                key("wm", Family::User, "TEXT", Dialect::Sqlite),
+            ],
+            "wm",
+        );
+        assert!(wm_text.is_ok());
+        assert_eq!(
+            shown("varchar(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+            "varchar(64)"
+        );
         assert!(
             msg.contains(
                 "messages.k is character varying(64) (text) and att.k is bigint (integer)"
