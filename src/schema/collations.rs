@@ -210,19 +210,18 @@ impl KeyCollations {
     ///
     /// Integer key columns of a family that mixes signed and unsigned types
     /// ([`KeyFamilies::casts`], issue 29 row 13) pass their keys on cast to a signed 64-bit
-    /// integer (the `out` pattern), so that a union of them is an integer, not a decimal.
+    /// integer (the `out` pattern), so that a union of them is an integer, not a decimal; uuid
+    /// key columns are compared as the engine's [`crate::dialect::Spelling::uuid_key_compare`]
+    /// says (row 14).
     pub fn apply(&self, ctx: SqlContext, mapping: &Mapping) -> SqlContext {
-        if !self.mixed() && self.families.casts.is_empty() {
+        if !self.mixed() && !self.families.any() {
             return ctx;
         }
         let dialect = self.dialect;
         let keyed = self.family_mixed(Family::Conversation);
         ctx.with_key_compare(mapping, keyed, |table, column| {
-            if let Some(out) = self.families.out_of(dialect, table, column) {
-                return crate::dialect::KeyCompare {
-                    out,
-                    ..Default::default()
-                };
+            if let Some(k) = self.families.compare_of(dialect, table, column) {
+                return k;
             }
             self.columns
                 .iter()

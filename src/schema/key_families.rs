@@ -22,7 +22,7 @@ use sqlx::AnyConnection;
 
 use super::collations::{Family, KeyCollations};
 use crate::db::catalog::column_type;
-use crate::dialect::{Dialect, SqlContext, TypeClass};
+use crate::dialect::{Dialect, KeyCompare, SqlContext, TypeClass};
 use crate::error::input_error;
 use crate::mapping::Mapping;
 use crate::values::text;
@@ -94,6 +94,9 @@ pub struct KeyFamilies {
     /// Integer key columns (table, column, as the mapping names them) of a family that mixes
     /// signed and unsigned types: each is passed on as `CAST(… AS <int_cast>)`.
     pub casts: Vec<(String, String)>,
+    /// Uuid key columns (table, column): compared as the engine's
+    /// [`crate::dialect::Spelling::uuid_key_compare`] says.
+    pub uuids: Vec<(String, String)>,
 }
 
 impl KeyFamilies {
@@ -179,16 +182,34 @@ impl KeyFamilies {
                 casts.extend(columns.iter().map(|k| (k.table.clone(), k.column.clone())));
             }
         }
-        Ok(KeyFamilies { casts })
+        let uuids = typed
+            .iter()
+            .filter(|k| k.kind == KeyFamily::Uuid)
+            .map(|k| (k.table.clone(), k.column.clone()))
+            .collect();
+        Ok(KeyFamilies { casts, uuids })
     }
 
-    /// The `out` pattern of a key column (see [`crate::dialect::KeyCompare::out`]): the cast
-    /// to a signed 64-bit integer where its family mixes signedness, else None.
-    pub fn out_of(&self, dialect: Dialect, table: &str, column: &str) -> Option<String> {
-        self.casts
-            .iter()
-            .any(|(t, c)| t == table && c == column)
-            .then(|| format!("CAST({{v}} AS {})", dialect.int_cast()))
+    /// Whether some key column needs a comparison other than as it is.
+    pub fn any(&self) -> bool {
+        !self.casts.is_empty() || !self.uuids.is_empty()
+    }
+
+    /// How the key column `table.column` is compared, where its type asks for it: a uuid as
+    /// the engine spells it, an integer of a family that mixes signedness passed on (`out`)
+    /// cast to a signed 64-bit integer; None otherwise.
+    pub fn compare_of(&self, dialect: Dialect, table: &str, column: &str) -> Option<KeyCompare> {
+        let is = |list: &[(String, String)]| list.iter().any(|(t, c)| t == table && c == column);
+        if is(&self.uuids) {
+            Some(dialect.uuid_key_compare())
+        } else if is(&self.casts) {
+            Some(KeyCompare {
+                out: format!("CAST({{v}} AS {})", dialect.int_cast()),
+                ..Default::default()
+            })
+        } else {
+            None
+        }
     }
 }
 
@@ -292,10 +313,10 @@ mod tests {
             vec![("a".into(), "k".into()), ("b".into(), "k".into())]
         );
         assert_eq!(
-            ok.out_of(my, "b", "k").as_deref(),
+            ok.compare_of(my, "b", "k").map(|k| k.out).as_deref(),
             Some("CAST({v} AS SIGNED)")
         );
-        assert_eq!(ok.out_of(my, "a", "x"), None);
+        assert_eq!(ok.compare_of(my, "a", "x"), None);
         let pg = Dialect::Postgres;
         let err = KeyFamilies::check(
             &[
