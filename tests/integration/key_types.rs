@@ -18,6 +18,7 @@ use crate::common::{bin, exec_all, on_every_backend, Backend, TestDb};
 use tidemark::values::text;
 
 on_every_backend!(text_beside_integer_keys_is_refused_before_anything_runs);
+on_every_backend!(servers: uuid_keys_work_on_every_stage_and_in_sql_app);
 
 const MAPPING: &str = r#"
 [messages]
@@ -275,6 +276,199 @@ table = "read_watermarks"
         rows,
         vec!["1,0,7,3,4,exceeds_history,0,counter"],
         "{report}"
+    );
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// The uuid keys of the uuid fixture: conversation 1, users 10, 20, 30.
+const UUID_CONV: &str = "c0000000-0000-4000-8000-000000000001";
+const UUID_USERS: [&str; 3] = [
+    "a0000000-0000-4000-8000-00000000000a",
+    "b0000000-0000-4000-8000-00000000000b",
+    "d0000000-0000-4000-8000-00000000000d",
+];
+
+/// Runs the `sql app` statement `name` of `app` (its `--format json` output) with the binds
+/// `values` (by bind name), through a prepared statement whose parameters are typed by the
+/// server (PostgreSQL: `uuid` keys, `bigint` positions), as an application's driver binds
+/// them; returns the first column of the first row, if any.
+async fn run_app(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    app: &serde_json::Value,
+    name: &str,
+    values: &[(&str, &str)],
+) -> Option<i64> {
+    let stmt = app["statements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no statement {name}"));
+    let sql = stmt["sql"].as_str().unwrap();
+    let binds: Vec<&str> = stmt["binds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap())
+        .collect();
+    let value = |b: &str| {
+        let v = values.iter().find(|(k, _)| *k == b).unwrap().1;
+        if b == "message" {
+            v.to_string()
+        } else {
+            format!("'{v}'")
+        }
+    };
+    let args: Vec<String> = binds.iter().map(|b| value(b)).collect();
+    let (prepare, execute) = match backend {
+        Backend::Postgres => {
+            let types: Vec<&str> = binds
+                .iter()
+                .map(|b| if *b == "message" { "bigint" } else { "uuid" })
+                .collect();
+            (
+                format!("PREPARE tm_app ({}) AS {sql}", types.join(", ")),
+                format!("EXECUTE tm_app ({})", args.join(", ")),
+            )
+        }
+        _ => (
+            format!("PREPARE tm_app FROM '{}'", sql.replace('\'', "''")),
+            format!("EXECUTE tm_app USING {}", args.join(", ")),
+        ),
+    };
+    sqlx::raw_sql(&prepare).execute(&mut *conn).await.unwrap();
+    let row = sqlx::raw_sql(&execute)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}\n{sql}"));
+    let dealloc = match backend {
+        Backend::Postgres => "DEALLOCATE tm_app",
+        _ => "DEALLOCATE PREPARE tm_app",
+    };
+    sqlx::raw_sql(dealloc).execute(&mut *conn).await.unwrap();
+    row.first().map(|r| r.try_get::<i64, _>(0).unwrap())
+}
+
+/// Row 14: every key a uuid (PostgreSQL `uuid`, MariaDB `UUID`). Before the fix every stage
+/// refused the mapping (`tidemark keys watermarks by integer or text columns`); now the
+/// watermark table is keyed by uuid, the backfill writes the watermarks worked out by hand,
+/// the audit reports the drifting row with its keys as text, the application's statements
+/// (`sql app`, bound as uuids) move and read watermarks, and the contract archives the
+/// counters under their uuid keys and drops the column.
+async fn uuid_keys_work_on_every_stage_and_in_sql_app(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "keytypes_uuid").await else {
+        return;
+    };
+    let decl = KeyDecl {
+        msg_conv: "UUID",
+        msg_sender: "UUID",
+        members: "UUID",
+        receipts_conv: "UUID",
+        receipts_user: "UUID",
+    };
+    let quoted = |u: &str| format!("'{u}'");
+    let users = UUID_USERS.map(quoted);
+    let users = [users[0].as_str(), users[1].as_str(), users[2].as_str()];
+    let mut conn = db.connect().await;
+    exec_all(
+        &mut conn,
+        &schema_and_data(&decl, &quoted(UUID_CONV), users),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();
+    run(dir.path(), &db, &["expand"]).expect_code(0);
+    let (cast, here) = match backend {
+        Backend::Postgres => ("TEXT", "table_schema = current_schema()"),
+        _ => ("CHAR", "table_schema = DATABASE()"),
+    };
+    let wm_types: Vec<String> = sqlx::query(&format!(
+        "SELECT CAST(data_type AS {cast}) FROM information_schema.columns WHERE {here} AND table_name = 'read_watermarks' AND column_name IN ('user_id', 'conversation_id')"
+    ))
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| text(r, 0).unwrap().unwrap_or_default().to_lowercase())
+    .collect();
+    assert_eq!(wm_types, vec!["uuid", "uuid"]);
+    run(dir.path(), &db, &["backfill"]).expect_code(0);
+    let cast = if backend == Backend::Postgres {
+        "TEXT"
+    } else {
+        "CHAR"
+    };
+    assert_eq!(
+        watermarks(&mut conn, cast).await,
+        expected_watermarks(UUID_CONV, UUID_USERS)
+    );
+    run(dir.path(), &db, &["audit", "--report", "drift.csv"]).expect_code(1);
+    let report = std::fs::read_to_string(dir.path().join("drift.csv")).unwrap();
+    let want = format!(
+        "{UUID_CONV},{},5,2,3,exceeds_history,4,position",
+        UUID_USERS[0]
+    );
+    assert_eq!(
+        report.lines().skip(1).collect::<Vec<_>>(),
+        vec![want.as_str()]
+    );
+
+    // The application's statements, bound as uuids.
+    let out = run(dir.path(), &db, &["sql", "app", "--format", "json"]);
+    out.expect_code(0);
+    let app: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let [a, b, _] = UUID_USERS;
+    let unread = |user: &'static str| [("conversation", UUID_CONV), ("user", user)];
+    assert_eq!(
+        run_app(&mut conn, backend, &app, "unread_count", &unread(a)).await,
+        Some(2)
+    );
+    assert_eq!(
+        run_app(&mut conn, backend, &app, "unread_count", &unread(b)).await,
+        Some(1)
+    );
+    run_app(
+        &mut conn,
+        backend,
+        &app,
+        "mark_read",
+        &[("user", b), ("conversation", UUID_CONV), ("message", "6")],
+    )
+    .await;
+    assert_eq!(
+        run_app(&mut conn, backend, &app, "unread_count", &unread(b)).await,
+        Some(0)
+    );
+
+    // The counters made right: a clean audit, then the contract archives them and drops.
+    exec_all(
+        &mut conn,
+        &[
+            format!("UPDATE unread_counters SET unread_count = 2 WHERE user_id = '{a}'"),
+            format!("UPDATE unread_counters SET unread_count = 0 WHERE user_id = '{b}'"),
+        ],
+    )
+    .await;
+    run(dir.path(), &db, &["audit"]).expect_code(0);
+    run(dir.path(), &db, &["contract", "--execute"]).expect_code(0);
+    let archived: Vec<(String, i64)> = sqlx::query(&format!(
+        "SELECT CAST(user_id AS {cast}), counter_value FROM tidemark_counter_archive ORDER BY counter_value, CAST(user_id AS {cast})"
+    ))
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (text(r, 0).unwrap().unwrap_or_default(), r.try_get(1).unwrap()))
+    .collect();
+    assert_eq!(
+        archived,
+        vec![
+            (b.to_string(), 0),
+            (UUID_USERS[2].to_string(), 0),
+            (a.to_string(), 2)
+        ]
     );
     drop(conn);
     db.cleanup().await;
