@@ -208,8 +208,15 @@ impl Batch {
             params.quiet = self.scope.min_age.as_ref().map(|m| m.quiet_sql.clone());
         } else if !self.recent.is_empty() {
             let before = first + self.param_count() - self.recent.len();
+            // Each bound key as the conversation column takes a value (issue 29: a uuid key on
+            // PostgreSQL, bound as text, cast back to uuid).
+            let val = self
+                .scope
+                .min_age
+                .as_ref()
+                .map_or("{v}", |m| m.recent_k.val.as_str());
             let list: Vec<String> = (0..self.recent.len())
-                .map(|i| dialect.placeholder(before + i))
+                .map(|i| val.replace("{v}", &dialect.placeholder(before + i)))
                 .collect();
             params.quiet = Some(format!("{{col}} NOT IN ({})", list.join(", ")));
         }
@@ -274,9 +281,11 @@ impl Batch {
             ));
         } else {
             let r = range_params(dialect, 1, self.lo.is_some(), true, &self.scope);
+            // In the column's order (issue 29: a uuid key on PostgreSQL, compared as text).
+            let ordered = min_age.recent_k.order_of(col);
             for (op, p) in [(">", &r.lo), ("<=", &r.hi), (">=", &r.from), ("<=", &r.to)] {
                 if let Some(p) = p {
-                    sql.push_str(&format!(" AND {col} {op} {p}"));
+                    sql.push_str(&format!(" AND {ordered} {op} {p}"));
                 }
             }
         }
