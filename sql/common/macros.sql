@@ -78,8 +78,8 @@
     conflict clause): the application's (`writer` "application") the three columns it owns,
     from its binds (`bind`: user, conversation, message); the backfill's its plan's rows
     (`source`) with their provenance, the evidence and the value written. -#}
-{% macro watermark_rows(wm, writer, source, bind) %}{% if writer == "application" %}INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
+{% macro watermark_rows(wm, writer, source, bind, usr="tm_p.usr", conv="tm_p.conv") %}{% if writer == "application" %}INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
 VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }}){% else %}INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id, source, backfilled_id)
-SELECT tm_p.usr, tm_p.conv, tm_p.v, tm_p.src, tm_p.v
+SELECT {{ usr }}, {{ conv }}, tm_p.v, tm_p.src, tm_p.v
 FROM {{ source }} tm_p
 WHERE tm_p.v IS NOT NULL{% endif %}{% endmacro %}

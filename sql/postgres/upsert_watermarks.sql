@@ -7,10 +7,12 @@
     value (semantics.md: a write that does not advance a watermark changes nothing). The
     application (`writer` "application", `bind`: user, conversation, message) writes the three
     columns it owns. `updated_at` is the insert's default (EXCLUDED), not now(): a function in
-    DO UPDATE SET must be IMMUTABLE on a distributed (Citus) table. -#}
+    DO UPDATE SET must be IMMUTABLE on a distributed (Citus) table. The plan's keys are written
+    as the watermark table's keys take a value (`wm_user_k.val`: a uuid key, passed on as text,
+    cast back to `uuid`, issue 29 row 14). -#}
 {% set new = "EXCLUDED.last_read_id > " ~ wm ~ ".last_read_id" %}
 {% import "macros.sql" as m %}
-{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none) }}
+{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none, usr=wm_user_k.val | replace("{v}", "tm_p.usr"), conv=wm_conv_k.val | replace("{v}", "tm_p.conv")) }}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
 SET updated_at = CASE WHEN {{ new }} THEN EXCLUDED.updated_at ELSE {{ wm }}.updated_at END,
 {% if writer == "backfill" %}

@@ -117,6 +117,15 @@ pub trait Spelling: Sync + std::fmt::Debug {
     /// name it: `COLLATE "C"`, `utf8mb4_bin`, `BINARY`.
     fn bytewise_collation(&self) -> &'static str;
 
+    /// How the statements compare a uuid key column (issue 29 row 14; [`KeyCompare`],
+    /// patterns over `{v}`): tidemark reads and binds a uuid key as its text form, so keys are
+    /// passed on, ordered and bound as text and looked up with the bound text converted to the
+    /// column's type. The default (as it is) serves an engine that converts between a uuid
+    /// column and text by itself (MariaDB's `UUID`).
+    fn uuid_key_compare(&self) -> KeyCompare {
+        KeyCompare::default()
+    }
+
     /// Quotes one identifier, or a `schema.table` pair part by part.
     fn quote(&self, ident: &str) -> String {
         ident

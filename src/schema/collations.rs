@@ -11,6 +11,7 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
+use super::key_families::KeyFamilies;
 use crate::dialect::{Collation, Dialect, SqlContext};
 use crate::mapping::{Mapping, Shape};
 
@@ -43,6 +44,9 @@ pub struct KeyCollations {
     pub dialect: Dialect,
     /// Every text key column found, in the mapping's order (conversations first).
     pub columns: Vec<KeyColumn>,
+    /// The key columns' types (issue 29: [`KeyFamilies`]), read by [`KeyCollations::read`]
+    /// (empty from [`KeyCollations::read_columns`]).
+    pub families: KeyFamilies,
 }
 
 impl KeyCollations {
@@ -125,18 +129,24 @@ impl KeyCollations {
         Ok(KeyCollations {
             dialect,
             columns: found,
+            families: KeyFamilies::default(),
         })
     }
 
-    /// Reads the collations of `mapping`'s key columns ([`KeyCollations::columns_of`]).
+    /// Reads the collations of `mapping`'s key columns ([`KeyCollations::columns_of`]) and
+    /// checks their types ([`KeyFamilies::read`]).
     ///
-    /// Errors (exit 3): the catalog cannot be read.
+    /// Errors (exit 2): key columns of one family in different type families, or an unsigned
+    /// key above 2^63 − 1 (issue 29). Exit 3: the catalog cannot be read.
     pub async fn read(
         conn: &mut AnyConnection,
         mapping: &Mapping,
         dialect: Dialect,
     ) -> Result<KeyCollations> {
-        Self::read_columns(conn, dialect, &Self::columns_of(mapping)).await
+        let families = KeyFamilies::read(conn, mapping, dialect).await?;
+        let mut found = Self::read_columns(conn, dialect, &Self::columns_of(mapping)).await?;
+        found.families = families;
+        Ok(found)
     }
 
     /// Whether some family of keys is held in more than one collation.
@@ -197,13 +207,22 @@ impl KeyCollations {
     /// key column of a family in several collations compared as the engine spells its
     /// collation ([`crate::dialect::Spelling::key_compare`]), and, when the conversation keys
     /// are in several, batches of keys rather than ranges.
+    ///
+    /// Integer key columns of a family that mixes signed and unsigned types
+    /// ([`KeyFamilies::casts`], issue 29 row 13) pass their keys on cast to a signed 64-bit
+    /// integer (the `out` pattern), so that a union of them is an integer, not a decimal; uuid
+    /// key columns are compared as the engine's [`crate::dialect::Spelling::uuid_key_compare`]
+    /// says (row 14).
     pub fn apply(&self, ctx: SqlContext, mapping: &Mapping) -> SqlContext {
-        if !self.mixed() {
+        if !self.mixed() && !self.families.any() {
             return ctx;
         }
         let dialect = self.dialect;
         let keyed = self.family_mixed(Family::Conversation);
         ctx.with_key_compare(mapping, keyed, |table, column| {
+            if let Some(k) = self.families.compare_of(dialect, table, column) {
+                return k;
+            }
             self.columns
                 .iter()
                 .find(|c| c.table == table && c.column == column)
@@ -252,6 +271,7 @@ mod tests {
                 column("messages", "sender_id", Family::User, ci),
                 column("unread_counters", "user_id", Family::User, bin),
             ],
+            families: KeyFamilies::default(),
         };
         let ctx = users_mixed.apply(SqlContext::new(&mapping, Dialect::Mysql), &mapping);
         assert!(!ctx.keyed, "conversations in one collation: ranges");
@@ -288,6 +308,7 @@ mod tests {
                 ),
                 column("members", "user_id", Family::User, "utf8mb4_bin"),
             ],
+            families: KeyFamilies::default(),
         };
         assert!(!kc.mixed(), "one collation per family");
         assert_eq!(kc.notice(), None);

@@ -31,6 +31,14 @@ pub struct KeyType {
 ///
 /// Errors (exit 2): a type tidemark cannot key a watermark by (uuid, binary, decimal…), named.
 pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType> {
+    if super::KeyFamily::of(dialect, declared) == Some(super::KeyFamily::Uuid) {
+        // Issue 29 row 14: a uuid key is read and bound as its text form; the watermark
+        // table keeps the uuid type.
+        return Ok(KeyType {
+            kind: KeyKind::Text,
+            ddl: declared.trim().to_string(),
+        });
+    }
     match dialect.catalog().type_class(declared) {
         TypeClass::Integer => Ok(KeyType {
             kind: KeyKind::Integer,
@@ -41,7 +49,7 @@ pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType>
             ddl: dialect.text_key_ddl(declared),
         }),
         _ => Err(input_error(format!(
-            "{what} has type {declared}: tidemark keys watermarks by integer or text columns"
+            "{what} has type {declared}: tidemark keys watermarks by integer, text or uuid columns"
         ))),
     }
 }

@@ -9,10 +9,12 @@ pub mod collations;
 pub mod column_types;
 pub mod counter_values;
 pub mod evidence_share;
+pub mod key_families;
 pub mod keys;
 pub mod preflight;
 pub mod sections;
 
 pub use collations::{Family, KeyCollations, KeyColumn};
+pub use key_families::{KeyFamilies, KeyFamily};
 pub use keys::{key_type, watermark_key_types, KeyKind, KeyType};
 pub use preflight::{missing_contract_columns, preflight};

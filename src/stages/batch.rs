@@ -26,14 +26,32 @@ pub enum Key {
 
 impl Key {
     /// Reads column `idx` (a position, or a name: the column's alias) of a row as a key of
-    /// `kind`.
+    /// `kind`; a value of the other kind is read as what it is (issue 29 row 22: SQLite
+    /// decides a value's storage class row by row, so a view's expression column declared
+    /// with no type, `0 AS reader`, holds integers where `kind` says text; its type affinity
+    /// never decides whether a row can be read). A key read as an integer is bound back as
+    /// one, which is how such a column compares.
+    ///
+    /// Errors: the value is neither an integer nor text (a decimal, a blob that is no text).
     pub fn read<I>(row: &AnyRow, idx: I, kind: KeyKind) -> Result<Key>
     where
         I: sqlx::ColumnIndex<AnyRow> + Copy,
     {
         Ok(match kind {
-            KeyKind::Integer => Key::Int(row.try_get::<i64, _>(idx)?),
-            KeyKind::Text => Key::Text(text(row, idx)?.unwrap_or_default()),
+            KeyKind::Integer => match row.try_get::<i64, _>(idx) {
+                Ok(v) => Key::Int(v),
+                Err(e) => match row.try_get::<Option<String>, _>(idx) {
+                    Ok(v) => Key::Text(v.unwrap_or_default()),
+                    Err(_) => return Err(e.into()),
+                },
+            },
+            KeyKind::Text => match text(row, idx) {
+                Ok(v) => Key::Text(v.unwrap_or_default()),
+                Err(e) => match row.try_get::<i64, _>(idx) {
+                    Ok(v) => Key::Int(v),
+                    Err(_) => return Err(e),
+                },
+            },
         })
     }
 
@@ -190,8 +208,15 @@ impl Batch {
             params.quiet = self.scope.min_age.as_ref().map(|m| m.quiet_sql.clone());
         } else if !self.recent.is_empty() {
             let before = first + self.param_count() - self.recent.len();
+            // Each bound key as the conversation column takes a value (issue 29: a uuid key on
+            // PostgreSQL, bound as text, cast back to uuid).
+            let val = self
+                .scope
+                .min_age
+                .as_ref()
+                .map_or("{v}", |m| m.recent_k.val.as_str());
             let list: Vec<String> = (0..self.recent.len())
-                .map(|i| dialect.placeholder(before + i))
+                .map(|i| val.replace("{v}", &dialect.placeholder(before + i)))
                 .collect();
             params.quiet = Some(format!("{{col}} NOT IN ({})", list.join(", ")));
         }
@@ -256,9 +281,11 @@ impl Batch {
             ));
         } else {
             let r = range_params(dialect, 1, self.lo.is_some(), true, &self.scope);
+            // In the column's order (issue 29: a uuid key on PostgreSQL, compared as text).
+            let ordered = min_age.recent_k.order_of(col);
             for (op, p) in [(">", &r.lo), ("<=", &r.hi), (">=", &r.from), ("<=", &r.to)] {
                 if let Some(p) = p {
-                    sql.push_str(&format!(" AND {col} {op} {p}"));
+                    sql.push_str(&format!(" AND {ordered} {op} {p}"));
                 }
             }
         }

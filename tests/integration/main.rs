@@ -53,6 +53,7 @@ mod house;
 mod html_report;
 mod inspect;
 mod json_output;
+mod key_types;
 mod least_privilege;
 mod mapping_fuzz;
 mod mattermost;

@@ -117,6 +117,21 @@ impl Spelling for Postgres {
     /// meet the column's collation as a conflict ("could not determine which collation to
     /// use"). A nondeterministic column is compared in `"C"` on its side (its index does not
     /// serve that comparison).
+    /// A `uuid` key is passed on and ordered as its text in `"C"` (byte order: the order of
+    /// its lower-case hexadecimal form, the same for every table) and a bound key, text, is
+    /// cast to `uuid` to meet the column (which keeps its index for that equality). The
+    /// driver tidemark uses cannot decode the `uuid` type itself, and PostgreSQL compares
+    /// `uuid` with `text` only after an explicit cast.
+    fn uuid_key_compare(&self) -> KeyCompare {
+        let text = "CAST({v} AS TEXT) COLLATE \"C\"".to_string();
+        KeyCompare {
+            out: text.clone(),
+            order: text,
+            col: "{v}".into(),
+            val: "CAST({v} AS uuid)".into(),
+        }
+    }
+
     fn key_compare(&self, c: &Collation) -> KeyCompare {
         let bytewise = "{v} COLLATE \"C\"".to_string();
         let in_c = c.sql_name == "\"pg_catalog\".\"C\"";

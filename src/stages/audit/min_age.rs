@@ -64,8 +64,11 @@ pub(crate) async fn quiescence(
             "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE {} AND tm_recent.{created_q} > {cutoff})",
             k.eq(&format!("tm_recent.{conv}"), "{col}")
         ),
+        // The keys passed on as the statements pass them on (`out`: a uuid key on PostgreSQL
+        // as its text, issue 29 row 14).
         recent_sql: format!(
-            "SELECT DISTINCT tm_recent.{conv} AS conv FROM {table} tm_recent WHERE tm_recent.{created_q} > {cutoff}"
+            "SELECT DISTINCT {} AS conv FROM {table} tm_recent WHERE tm_recent.{created_q} > {cutoff}",
+            k.out.replace("{v}", &format!("tm_recent.{conv}"))
         ),
         recent_col: format!("tm_recent.{conv}"),
         cutoff: cutoff.clone(),
