@@ -41,6 +41,7 @@ mod contract_privileges;
 mod demo;
 mod differential;
 mod duplicate_members;
+mod evidence_share;
 mod evidence_forms;
 mod faults;
 mod forum;
