@@ -34,11 +34,13 @@ SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
 FROM tm_v LEFT JOIN tm_k ON tm_k.conv = tm_v.conv AND tm_k.v = tm_v.v
 {% else %}
 tm_k AS (SELECT tm_c.conv, {% if mode == "range" %}COUNT(*) AS n{% else %}MIN(tm_m.{{ mt_created }}) AS first_at{% endif %}
+
          FROM (SELECT DISTINCT tm_v.conv FROM tm_v) tm_c
          JOIN {{ mt }} tm_m ON tm_m.{{ mc }} = tm_c.conv
          GROUP BY tm_c.conv)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN {% if mode == "range" %}tm_v.v >= 0 AND tm_v.v <= COALESCE(tm_k.n, 0){% else %}tm_k.first_at <= tm_v.v{% endif %}
+
                      THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
 FROM tm_v LEFT JOIN tm_k ON tm_k.conv = tm_v.conv
 {% endif %}
