@@ -16,7 +16,10 @@
     small cost"): a position is one indexed probe of the messages table per sampled row
     ((conversation, position) index); a counter and a timestamp read each distinct sampled
     conversation's messages once (its count, its first message's time), not once per sampled
-    row: a channel of 10,000 sampled members is counted once. Citus (issue 29 row 20): no
+    row: a channel of 10,000 sampled members is counted once. They measure the sampled rows of
+    at most `conversations` of the sampled conversations (`tm_c`, the first the engine finds):
+    where every sampled row is a conversation of its own (direct messages), that many
+    conversations are read, not `sample`. Citus (issue 29 row 20): no
     correlated subquery over the sample (Citus refuses one whose FROM holds a subquery with a
     LIMIT); the sample is a CTE, joined to the messages table and then LEFT JOINed by key.
     Keys are compared as macros.sql `eq` says; the sample's keys are passed on by `out`. -#}
@@ -26,14 +29,17 @@
 {% set cond = " AND " ~ ctr.value ~ " IS NOT NULL" %}
 WITH tm_v AS ({{ m.counter_rows(ctr, int, cond) }}
       LIMIT {{ sample }}),
+tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
 tm_n AS (SELECT tm_c.conv, COUNT(*) AS n
-         FROM (SELECT DISTINCT tm_v.conv FROM tm_v) tm_c
+         FROM tm_c
          JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_c.conv") }}
          GROUP BY tm_c.conv)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN tm_v.stored >= 0 AND tm_v.stored <= COALESCE(tm_n.n, 0)
                      THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM tm_v LEFT JOIN tm_n ON tm_n.conv = tm_v.conv
+FROM tm_v
+JOIN tm_c ON tm_c.conv = tm_v.conv
+LEFT JOIN tm_n ON tm_n.conv = tm_v.conv
 {% else %}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}
 {% if e.kind == "position" %}
@@ -52,12 +58,15 @@ WITH tm_v AS (SELECT {{ cv }} AS conv, this.{{ e.column }} AS t
       {{ evf.from(e) }}
       WHERE this.{{ e.column }} IS NOT NULL{{ evf.filter(e) }}
       LIMIT {{ sample }}),
+tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
 tm_first AS (SELECT tm_c.conv, MIN(tm_m.{{ msg.created_at }}) AS first_at
-             FROM (SELECT DISTINCT tm_v.conv FROM tm_v) tm_c
+             FROM tm_c
              JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_c.conv") }}
              GROUP BY tm_c.conv)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN tm_first.first_at <= tm_v.t THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM tm_v LEFT JOIN tm_first ON tm_first.conv = tm_v.conv
+FROM tm_v
+JOIN tm_c ON tm_c.conv = tm_v.conv
+LEFT JOIN tm_first ON tm_first.conv = tm_v.conv
 {% endif %}
 {% endif %}

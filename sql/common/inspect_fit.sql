@@ -4,7 +4,8 @@
     reads (no sort), as a CTE joined to the messages table (no correlated subquery: Citus refuses
     one over a sample with a LIMIT, issue 29 row 20): a position is one probe of the messages
     table per sampled value; a range and a time read each distinct sampled conversation's
-    messages once (their count, their first creation time: issue 30), not once per value.
+    messages once (their count, their first creation time: issue 30), not once per value, and
+    measure the values of at most `conversations` of them (evidence_share.sql says why).
 
     - mode "position": the value v of conversation c is a position of c in `mp` (c has a
       message there) or 0;
@@ -33,15 +34,18 @@ SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR tm_k.v IS NOT NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
 FROM tm_v LEFT JOIN tm_k ON tm_k.conv = tm_v.conv AND tm_k.v = tm_v.v
 {% else %}
+tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
 tm_k AS (SELECT tm_c.conv, {% if mode == "range" %}COUNT(*) AS n{% else %}MIN(tm_m.{{ mt_created }}) AS first_at{% endif %}
 
-         FROM (SELECT DISTINCT tm_v.conv FROM tm_v) tm_c
+         FROM tm_c
          JOIN {{ mt }} tm_m ON tm_m.{{ mc }} = tm_c.conv
          GROUP BY tm_c.conv)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN {% if mode == "range" %}tm_v.v >= 0 AND tm_v.v <= COALESCE(tm_k.n, 0){% else %}tm_k.first_at <= tm_v.v{% endif %}
 
                      THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM tm_v LEFT JOIN tm_k ON tm_k.conv = tm_v.conv
+FROM tm_v
+JOIN tm_c ON tm_c.conv = tm_v.conv
+LEFT JOIN tm_k ON tm_k.conv = tm_v.conv
 {% endif %}
 {% endif %}

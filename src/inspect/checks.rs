@@ -147,6 +147,7 @@ pub fn fit_sql(dialect: Dialect, mode: &str, t: &FitTables) -> Result<String> {
     let vars = minijinja::context! {
         mode => mode,
         sample => crate::schema::evidence_share::SAMPLE_ROWS,
+        conversations => crate::schema::evidence_share::SAMPLE_CONVERSATIONS,
         ..minijinja::Value::from_serialize(t)
     };
     crate::dialect::render_plain("inspect_fit.sql", dialect.name(), dialect.int_cast(), vars)

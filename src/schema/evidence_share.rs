@@ -13,8 +13,8 @@
 //!
 //! Cost: one statement per entry, each a bounded read of [`SAMPLE_ROWS`] rows; a position is
 //! one indexed probe of the messages table per sampled row, a counter or a timestamp one read of
-//! each distinct sampled conversation's messages (issue 30: a channel whose members fill the
-//! sample is counted once, not once per member). Citus runs every form (issue 29 row 20).
+//! each distinct sampled conversation's messages, of at most [`SAMPLE_CONVERSATIONS`] (issue 30:
+//! a channel whose members fill the sample is counted once, not once per member). Citus runs every form (issue 29 row 20).
 
 use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Row};
@@ -25,6 +25,11 @@ use crate::mapping::{Evidence, EvidenceKind, Mapping};
 
 /// Values read per evidence entry.
 pub const SAMPLE_ROWS: u64 = 10_000;
+/// Of a counter's or a timestamp's sampled values, those of at most this many conversations are
+/// measured (each conversation's messages read once: issue 30). Where every sampled row is a
+/// conversation of its own, the statement reads this many conversations instead of
+/// [`SAMPLE_ROWS`]; a channel whose members fill the sample is one conversation.
+pub const SAMPLE_CONVERSATIONS: u64 = 1_000;
 /// The share under which an entry is taken to be in another position space (issue 24: "under,
 /// say, 90 %").
 pub const MIN_SHARE: f64 = 0.9;
@@ -146,7 +151,11 @@ pub fn statements(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<ShareStatem
         let sql = render(
             "evidence_share.sql",
             ctx,
-            minijinja::context! { e => idents, sample => SAMPLE_ROWS },
+            minijinja::context! {
+                e => idents,
+                sample => SAMPLE_ROWS,
+                conversations => SAMPLE_CONVERSATIONS,
+            },
         )?;
         out.push(ShareStatement {
             entry: i + 1,

@@ -56,11 +56,7 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(String, St
         if view.members.is_some() {
             out.push((
                 "preflight: one members row per member".into(),
-                render(
-                    "preflight_member_duplicates.sql",
-                    &ctx,
-                    text_type.clone(),
-                )?,
+                render("preflight_member_duplicates.sql", &ctx, text_type.clone())?,
             ));
         }
         if view.counter_is_expression() && view.counter.shape == Shape::PerMember {
@@ -73,7 +69,10 @@ pub fn statements(mapping: &Mapping, dialect: Dialect) -> Result<Vec<(String, St
     let ctx = SqlContext::new(mapping, dialect);
     for s in evidence_share::statements(mapping, &ctx)? {
         out.push((
-            format!("evidence share: evidence[{}] ({} {})", s.entry, s.kind, s.source),
+            format!(
+                "evidence share: evidence[{}] ({} {})",
+                s.entry, s.kind, s.source
+            ),
             s.sql,
         ));
     }

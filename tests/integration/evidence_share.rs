@@ -2,8 +2,8 @@
 //! and issue 30): the figures are right on every engine. The statement reads a sample of each
 //! entry's values and judges each sampled row; since issue 30 a counter's conversation is
 //! counted, and a timestamp's conversation's first message found, once per distinct sampled
-//! conversation instead of once per sampled row, and the sample is joined by key instead of
-//! probed by a correlated subquery (which Citus refuses). These tests pin what each sampled row
+//! conversation (of at most SAMPLE_CONVERSATIONS) instead of once per sampled row, and the
+//! sample is joined by key instead of probed by a correlated subquery (which Citus refuses). These tests pin what each sampled row
 //! is judged against.
 //!
 //! Data (the scenario schema, plus `last_viewed` for timestamp evidence): conversation 1 is a
@@ -17,7 +17,7 @@ use tidemark::db::Dsn;
 use tidemark::dialect::SqlContext;
 use tidemark::legacy_schema as scenario;
 use tidemark::mapping::{Mapping, Shape};
-use tidemark::schema::evidence_share::{measure, Share, SAMPLE_ROWS};
+use tidemark::schema::evidence_share::{measure, Share, SAMPLE_CONVERSATIONS, SAMPLE_ROWS};
 
 /// The scenario mapping per member with `messages.created_at`, its evidence: [1] the receipts'
 /// positions, [2] the counter, [3] `last_viewed.viewed_at`.
@@ -107,7 +107,11 @@ fn three_conversations() -> Vec<String> {
         "conv_id, user_id, unread_count",
         &counters,
     ));
-    out.extend(inserts("last_viewed", "conv_id, user_id, viewed_at", &viewed));
+    out.extend(inserts(
+        "last_viewed",
+        "conv_id, user_id, viewed_at",
+        &viewed,
+    ));
     out
 }
 
@@ -204,4 +208,67 @@ async fn a_channel_that_fills_the_sample(backend: Backend) {
     db.cleanup().await;
 }
 
-on_every_backend!(figures_are_per_sampled_row, a_channel_that_fills_the_sample);
+/// Direct messages, one sampled row per conversation (issue 30's worst case for reading each
+/// sampled conversation once): 1,500 conversations of 2 messages, one member each, every value
+/// fitting. Positions are probed per row (all 1,500 measured); the counter and the timestamp
+/// measure the rows of SAMPLE_CONVERSATIONS conversations.
+async fn direct_messages_measure_at_most_the_conversation_cap(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "share_direct").await else {
+        return;
+    };
+    let dialect = Dsn::parse(&db.url).unwrap().dialect;
+    let mut conn = db.connect().await;
+    exec_all(&mut conn, &schema()).await;
+    let convs = 1_500u64;
+    let per = |f: &dyn Fn(u64) -> String| (1..=convs).map(f).collect::<Vec<_>>();
+    let mut load = inserts(
+        "messages",
+        "conv_id, id, sender_id, is_deleted, is_system, created_at",
+        &(1..=convs)
+            .flat_map(|c| {
+                [
+                    format!("({c}, 1, 'x', 0, 0, 100)"),
+                    format!("({c}, 2, 'x', 0, 0, 200)"),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    );
+    load.extend(inserts(
+        "read_receipts",
+        "conv_id, user_id, message_id",
+        &per(&|c| format!("({c}, 'u', {})", c % 2 + 1)),
+    ));
+    load.extend(inserts(
+        "unread_counters",
+        "conv_id, user_id, unread_count",
+        &per(&|c| format!("({c}, 'u', {})", c % 3)),
+    ));
+    load.extend(inserts(
+        "last_viewed",
+        "conv_id, user_id, viewed_at",
+        &per(&|c| format!("({c}, 'u', {})", 100 + c)),
+    ));
+    exec_all(&mut conn, &load).await;
+    let m = mapping();
+    let shares = measure(&mut conn, &m, &SqlContext::new(&m, dialect))
+        .await
+        .unwrap();
+    let k = SAMPLE_CONVERSATIONS;
+    assert_eq!(
+        figures(&shares),
+        [
+            (1, "position".to_string(), convs, convs),
+            (2, "counter".to_string(), k, k),
+            (3, "timestamp".to_string(), k, k),
+        ],
+        "{backend:?}"
+    );
+    drop(conn);
+    db.cleanup().await;
+}
+
+on_every_backend!(
+    figures_are_per_sampled_row,
+    a_channel_that_fills_the_sample,
+    direct_messages_measure_at_most_the_conversation_cap
+);
