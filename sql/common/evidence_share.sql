@@ -11,38 +11,62 @@
     - counter (`e` none): a stored value k fits when 0 <= k <= the number of messages of its
       conversation (the range a watermark can represent: semantics.md "Backfill" 3).
 
-    The sample is the first `sample` rows the engine reads whose value is not NULL (no sort: one
-    bounded read of the evidence table); each is checked by one indexed probe of the messages
-    table (its (conversation, position) or (conversation, created_at) index; the counter's count
-    per conversation by the conversation index). Keys are compared as macros.sql `eq` says. -#}
+    The sample (`tm_v`) is the first `sample` rows the engine reads whose value is not NULL (no
+    sort: one bounded read of the evidence table). Cost (issue 30, "the share measurement at a
+    small cost"): a position is one indexed probe of the messages table per sampled row
+    ((conversation, position) index); a counter and a timestamp read each distinct sampled
+    conversation's messages once (its count, its first message's time), not once per sampled
+    row: a channel of 10,000 sampled members is counted once. They measure the sampled rows of
+    at most `conversations` of the sampled conversations (`tm_c`, the first the engine finds):
+    where every sampled row is a conversation of its own (direct messages), that many
+    conversations are read, not `sample`. Citus (issue 29 row 20): no
+    correlated subquery over the sample (Citus refuses one whose FROM holds a subquery with a
+    LIMIT); the sample is a CTE, joined to the messages table and then LEFT JOINed by key.
+    Keys are compared as macros.sql `eq` says; the sample's keys are passed on by `out`. -#}
 {% import "macros.sql" as m %}
 {% import "evidence_macros.sql" as evf %}
 {% if e is none %}
 {% set cond = " AND " ~ ctr.value ~ " IS NOT NULL" %}
+WITH tm_v AS ({{ m.counter_rows(ctr, int, cond) }}
+      LIMIT {{ sample }}),
+tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
+tm_n AS (SELECT tm_c.conv, COUNT(*) AS n
+         FROM tm_c
+         JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_c.conv") }}
+         GROUP BY tm_c.conv)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN tm_v.stored >= 0 AND tm_v.stored <= (SELECT COUNT(*) FROM {{ msg.table }} tm_m
-                          WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }}) THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM ({{ m.counter_rows(ctr, int, cond) }}
-      LIMIT {{ sample }}) tm_v
+       CAST(COALESCE(SUM(CASE WHEN tm_v.stored >= 0 AND tm_v.stored <= COALESCE(tm_n.n, 0)
+                     THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
+FROM tm_v
+JOIN tm_c ON tm_c.conv = tm_v.conv
+LEFT JOIN tm_n ON tm_n.conv = tm_v.conv
 {% else %}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}
 {% if e.kind == "position" %}
-SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR EXISTS (SELECT 1 FROM {{ msg.table }} tm_m
-                          WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.id }} = tm_v.v)
-                     THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM (SELECT {{ cv }} AS conv, CAST({{ evf.value(e) }} AS {{ int }}) AS v
+WITH tm_v AS (SELECT {{ cv }} AS conv, CAST({{ evf.value(e) }} AS {{ int }}) AS v
       {{ evf.from(e) }}
       WHERE {{ evf.value(e) }} IS NOT NULL{{ evf.filter(e) }}
-      LIMIT {{ sample }}) tm_v
-{% else %}
+      LIMIT {{ sample }}),
+tm_hit AS (SELECT DISTINCT tm_v.conv, tm_v.v
+           FROM tm_v
+           JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.id }} = tm_v.v)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM {{ msg.table }} tm_m
-                          WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.created_at }} <= tm_v.t)
-                     THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM (SELECT {{ cv }} AS conv, this.{{ e.column }} AS t
+       CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR tm_hit.v IS NOT NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
+FROM tm_v LEFT JOIN tm_hit ON tm_hit.conv = tm_v.conv AND tm_hit.v = tm_v.v
+{% else %}
+WITH tm_v AS (SELECT {{ cv }} AS conv, this.{{ e.column }} AS t
       {{ evf.from(e) }}
       WHERE this.{{ e.column }} IS NOT NULL{{ evf.filter(e) }}
-      LIMIT {{ sample }}) tm_v
+      LIMIT {{ sample }}),
+tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
+tm_first AS (SELECT tm_c.conv, MIN(tm_m.{{ msg.created_at }}) AS first_at
+             FROM tm_c
+             JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_c.conv") }}
+             GROUP BY tm_c.conv)
+SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
+       CAST(COALESCE(SUM(CASE WHEN tm_first.first_at <= tm_v.t THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
+FROM tm_v
+JOIN tm_c ON tm_c.conv = tm_v.conv
+LEFT JOIN tm_first ON tm_first.conv = tm_v.conv
 {% endif %}
 {% endif %}

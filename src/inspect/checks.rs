@@ -116,17 +116,53 @@ async fn kinds(
     Ok(())
 }
 
-/// One sampled measure (`sql/common/inspect_fit.sql`): (sampled, fitting), or None when the
-/// engine refuses the statement.
+/// What one sampled measure (`sql/common/inspect_fit.sql`) reads, every name quoted (empty
+/// where its mode reads none): the messages table `mt`, its conversation `mc`, position `mp`
+/// and creation time `mt_created`; the measured table `et`, its conversation `ec` and value
+/// `ev`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FitTables {
+    /// The messages table.
+    pub mt: String,
+    /// Its conversation column.
+    pub mc: String,
+    /// Its position column (modes `position`, `order`).
+    pub mp: String,
+    /// Its creation time column (modes `time`, `order`).
+    pub mt_created: String,
+    /// The measured table (modes `position`, `range`, `time`).
+    pub et: String,
+    /// Its conversation column.
+    pub ec: String,
+    /// Its measured column.
+    pub ev: String,
+}
+
+/// The statement of one sampled measure: `mode` is `position`, `range`, `time` or `order`
+/// (see `sql/common/inspect_fit.sql`); one row, (sampled, fitting). Public so that the Citus
+/// lint (`tests/integration/citus_lint.rs`) reads what `inspect` sends.
+///
+/// Errors: a template that fails to render (a bug in tidemark).
+pub fn fit_sql(dialect: Dialect, mode: &str, t: &FitTables) -> Result<String> {
+    let vars = minijinja::context! {
+        mode => mode,
+        sample => crate::schema::evidence_share::SAMPLE_ROWS,
+        conversations => crate::schema::evidence_share::SAMPLE_CONVERSATIONS,
+        ..minijinja::Value::from_serialize(t)
+    };
+    crate::dialect::render_plain("inspect_fit.sql", dialect.name(), dialect.int_cast(), vars)
+}
+
+/// One sampled measure ([`fit_sql`]): (sampled, fitting), or None when the engine refuses the
+/// statement (said in `explain`).
 async fn fit(
     conn: &mut AnyConnection,
     dialect: Dialect,
-    vars: minijinja::Value,
+    mode: &str,
+    t: &FitTables,
     explain: &mut Vec<String>,
 ) -> Option<(u64, u64)> {
-    let sql =
-        crate::dialect::render_plain("inspect_fit.sql", dialect.name(), dialect.int_cast(), vars)
-            .ok()?;
+    let sql = fit_sql(dialect, mode, t).ok()?;
     match sqlx::query(&sql)
         .persistent(false)
         .fetch_one(&mut *conn)
@@ -156,35 +192,43 @@ async fn sampled(
     let Some(t) = catalog.tables.iter().find(|t| t.name == m.table) else {
         return;
     };
-    let sample = crate::schema::evidence_share::SAMPLE_ROWS;
     let mut explain = Vec::new();
     let positions: Vec<String> = structure::positions(t, &m.conversation, &m.sender)
         .into_iter()
         .filter(|p| p.integer)
         .map(|p| p.column)
         .collect();
-    let (mt, mc) = (q(&m.table), q(&m.conversation));
-    let created = m.created_at.as_deref().map(q);
+    let messages = FitTables {
+        mt: q(&m.table),
+        mc: q(&m.conversation),
+        mt_created: m.created_at.as_deref().map(q).unwrap_or_default(),
+        ..Default::default()
+    };
     for e in &first.evidence {
         let Some((et, _, ec, ev)) = &e.source else {
             continue;
         };
-        let base = minijinja::context! { mt => mt, mc => mc, et => q(et), ec => q(ec), ev => q(ev), sample => sample };
+        let base = FitTables {
+            et: q(et),
+            ec: q(ec),
+            ev: q(ev),
+            ..messages.clone()
+        };
         match e.kind {
             EvidenceKind::Position => {
                 for p in &positions {
-                    let vars = minijinja::context! { mode => "position", mp => q(p), mt_created => "", ..base.clone() };
-                    if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+                    let tables = FitTables {
+                        mp: q(p),
+                        ..base.clone()
+                    };
+                    if let Some(x) = fit(conn, dialect, "position", &tables, &mut explain).await {
                         let key = (et.clone(), ev.clone(), m.table.clone(), p.clone());
                         facts.fits.insert(key, x);
                     }
                 }
             }
-            EvidenceKind::Timestamp => {
-                let Some(c) = &created else { continue };
-                let vars =
-                    minijinja::context! { mode => "time", mp => "", mt_created => c, ..base };
-                if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+            EvidenceKind::Timestamp if !base.mt_created.is_empty() => {
+                if let Some(x) = fit(conn, dialect, "time", &base, &mut explain).await {
                     facts.times.insert((et.clone(), ev.clone()), x);
                 }
             }
@@ -201,21 +245,23 @@ async fn sampled(
         }
     }
     for (table, conv, column) in ranged {
-        let vars = minijinja::context! {
-            mode => "range", mt => mt, mc => mc, mp => "", mt_created => "",
-            et => q(&table), ec => q(&conv), ev => q(&column), sample => sample
+        let tables = FitTables {
+            et: q(&table),
+            ec: q(&conv),
+            ev: q(&column),
+            ..messages.clone()
         };
-        if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+        if let Some(x) = fit(conn, dialect, "range", &tables, &mut explain).await {
             facts.ranges.insert((table, column), x);
         }
     }
-    if let Some(c) = &created {
+    if !messages.mt_created.is_empty() {
         for p in &positions {
-            let vars = minijinja::context! {
-                mode => "order", mt => mt, mc => mc, mp => q(p), mt_created => c,
-                et => "", ec => "", ev => "", sample => sample
+            let tables = FitTables {
+                mp: q(p),
+                ..messages.clone()
             };
-            if let Some(x) = fit(conn, dialect, vars, &mut explain).await {
+            if let Some(x) = fit(conn, dialect, "order", &tables, &mut explain).await {
                 facts.order.insert((m.table.clone(), p.clone()), x);
             }
         }

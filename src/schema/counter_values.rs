@@ -64,8 +64,24 @@ pub async fn first_not_int64(
     values: &Values<'_>,
     grouped: bool,
 ) -> Result<Option<Found>> {
+    let sql = statement(ctx, values, grouped)?;
+    let Some(row) = sqlx::query(&sql).fetch_optional(&mut *conn).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Found {
+        conv: text(&row, "conv")?.unwrap_or_default(),
+        subject: text(&row, "sub")?.unwrap_or_default(),
+        value: text(&row, "v")?.unwrap_or_default(),
+    }))
+}
+
+/// The statement [`first_not_int64`] sends (`preflight_counter_values.sql`): at most one row
+/// (`conv`, `sub`, `v`).
+///
+/// Errors: a template that fails to render (a bug in tidemark, exit 3).
+pub fn statement(ctx: &SqlContext, values: &Values<'_>, grouped: bool) -> Result<String> {
     let d = ctx.dialect;
-    let sql = render(
+    render(
         "preflight_counter_values.sql",
         ctx,
         minijinja::context! {
@@ -81,15 +97,25 @@ pub async fn first_not_int64(
             wide_sum => d.wide_sum(),
             text_type => d.text_type(),
         },
-    )?;
-    let Some(row) = sqlx::query(&sql).fetch_optional(&mut *conn).await? else {
-        return Ok(None);
+    )
+}
+
+/// The counter's values as [`check`] reads them under `ctx` (a per-message counter keyed by
+/// its message, a member's by its user).
+pub fn counter_values<'a>(ctx: &'a SqlContext, shape: Shape) -> Values<'a> {
+    let (conv, subject) = match shape {
+        Shape::PerMember | Shape::ReadFlags => (&ctx.ctr.conv, &ctx.ctr.user),
+        Shape::PerMessage => (&ctx.msg.conv, &ctx.msg.id),
     };
-    Ok(Some(Found {
-        conv: text(&row, "conv")?.unwrap_or_default(),
-        subject: text(&row, "sub")?.unwrap_or_default(),
-        value: text(&row, "v")?.unwrap_or_default(),
-    }))
+    Values {
+        table: &ctx.ctr.table,
+        joins: &ctx.ctr.joins,
+        conv,
+        user: &ctx.ctr.user,
+        subject,
+        value: &ctx.ctr.value,
+        keep: ctx.ctr.rows.as_deref(),
+    }
 }
 
 /// Whether a column or expression of type `declared` (None: unknown) may hold a value that
@@ -124,19 +150,7 @@ pub async fn check(
         (None, Some(column)) => column_type(conn, &ctx, mapping.counter_table(), column).await?,
         (None, None) => None,
     };
-    let (conv, subject) = match c.shape {
-        Shape::PerMember | Shape::ReadFlags => (&ctx.ctr.conv, &ctx.ctr.user),
-        Shape::PerMessage => (&ctx.msg.conv, &ctx.msg.id),
-    };
-    let values = Values {
-        table: &ctx.ctr.table,
-        joins: &ctx.ctr.joins,
-        conv,
-        user: &ctx.ctr.user,
-        subject,
-        value: &ctx.ctr.value,
-        keep: ctx.ctr.rows.as_deref(),
-    };
+    let values = counter_values(&ctx, c.shape);
     let rows = may_hold_other(dialect, declared.as_deref());
     let sums = c.combine == Some(Combine::Sum);
     for grouped in [false, true] {

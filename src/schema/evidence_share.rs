@@ -11,8 +11,10 @@
 //! its dry run) stops with exit 2 naming the entry and the figure, unless the user accepts it
 //! (`--accept-evidence-share`); `plan` and `inspect` print the same figures.
 //!
-//! Cost: one statement per entry, each a bounded read of [`SAMPLE_ROWS`] rows with one indexed
-//! probe of the messages table per row.
+//! Cost: one statement per entry, each a bounded read of [`SAMPLE_ROWS`] rows; a position is
+//! one indexed probe of the messages table per sampled row, a counter or a timestamp one read of
+//! each distinct sampled conversation's messages, of at most [`SAMPLE_CONVERSATIONS`] (issue 30:
+//! a channel whose members fill the sample is counted once, not once per member). Citus runs every form (issue 29 row 20).
 
 use anyhow::{Context, Result};
 use sqlx::{AnyConnection, Row};
@@ -23,6 +25,11 @@ use crate::mapping::{Evidence, EvidenceKind, Mapping};
 
 /// Values read per evidence entry.
 pub const SAMPLE_ROWS: u64 = 10_000;
+/// Of a counter's or a timestamp's sampled values, those of at most this many conversations are
+/// measured (each conversation's messages read once: issue 30). Where every sampled row is a
+/// conversation of its own, the statement reads this many conversations instead of
+/// [`SAMPLE_ROWS`]; a channel whose members fill the sample is one conversation.
+pub const SAMPLE_CONVERSATIONS: u64 = 1_000;
 /// The share under which an entry is taken to be in another position space (issue 24: "under,
 /// say, 90 %").
 pub const MIN_SHARE: f64 = 0.9;
@@ -96,16 +103,27 @@ impl Share {
     }
 }
 
-/// Measures every position, timestamp and counter entry of `mapping` (own messages are
-/// positions by construction; a timestamp keyed by the user alone has no conversation to
-/// check against), in the mapping's order.
+/// One evidence entry's measuring statement (`sql/common/evidence_share.sql`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareStatement {
+    /// The entry's 1-based place in the mapping (`evidence[n]`).
+    pub entry: usize,
+    /// Its kind: `position`, `timestamp` or `counter`.
+    pub kind: &'static str,
+    /// What it reads, as the mapping names it (see [`Share::source`]).
+    pub source: String,
+    /// The statement: one row, `measured` and `fits`.
+    pub sql: String,
+}
+
+/// The statements [`measure`] sends for `mapping` under `ctx`, one per position, timestamp and
+/// counter entry (own messages are positions by construction; a timestamp keyed by the user
+/// alone has no conversation to check against, and none is measured without
+/// `messages.created_at`), in the mapping's order. Public so that a DBA's review and the Citus
+/// lint (`tests/integration/citus_lint.rs`) read exactly what runs.
 ///
-/// Errors (exit 3): a query fails.
-pub async fn measure(
-    conn: &mut AnyConnection,
-    mapping: &Mapping,
-    ctx: &SqlContext,
-) -> Result<Vec<Share>> {
+/// Errors: a template that fails to render (a bug in tidemark, exit 3).
+pub fn statements(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<ShareStatement>> {
     let mut out = Vec::new();
     for (i, e) in mapping.evidence.iter().enumerate() {
         let (kind, source, idents) = match e {
@@ -133,18 +151,42 @@ pub async fn measure(
         let sql = render(
             "evidence_share.sql",
             ctx,
-            minijinja::context! { e => idents, sample => SAMPLE_ROWS },
+            minijinja::context! {
+                e => idents,
+                sample => SAMPLE_ROWS,
+                conversations => SAMPLE_CONVERSATIONS,
+            },
         )?;
-        let row = sqlx::query(&sql)
+        out.push(ShareStatement {
+            entry: i + 1,
+            kind,
+            source,
+            sql,
+        });
+    }
+    Ok(out)
+}
+
+/// Measures every entry [`statements`] lists, in the mapping's order.
+///
+/// Errors (exit 3): a query fails.
+pub async fn measure(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    ctx: &SqlContext,
+) -> Result<Vec<Share>> {
+    let mut out = Vec::new();
+    for s in statements(mapping, ctx)? {
+        let row = sqlx::query(&s.sql)
             .persistent(false)
             .fetch_one(&mut *conn)
             .await
-            .with_context(|| format!("measuring evidence[{}] ({source})", i + 1))?;
+            .with_context(|| format!("measuring evidence[{}] ({})", s.entry, s.source))?;
         let n = |c: &str| -> Result<u64> { Ok(row.try_get::<i64, _>(c)?.max(0) as u64) };
         out.push(Share {
-            entry: i + 1,
-            kind: kind.to_string(),
-            source,
+            entry: s.entry,
+            kind: s.kind.to_string(),
+            source: s.source,
             measured: n("measured")?,
             fits: n("fits")?,
         });

@@ -13,6 +13,7 @@ pub mod key_families;
 pub mod keys;
 pub mod preflight;
 pub mod sections;
+pub mod statements;
 
 pub use collations::{Family, KeyCollations, KeyColumn};
 pub use key_families::{KeyFamilies, KeyFamily};

@@ -1,11 +1,14 @@
 //! The PostgreSQL statements against what Citus cannot run on distributed tables (issue 21),
-//! with no Citus server: every statement the backfill, the audit, the contract's checks and
-//! `tidemark sql app` send, rendered for PostgreSQL, is read token by token for the four forms
+//! with no Citus server: every statement the preflight, the evidence share, the batch bounds,
+//! the backfill, the audit, the contract's checks and archive, `inspect`'s sampled measures and
+//! `tidemark sql app` send over the chat tables, rendered for PostgreSQL, is read token by token for the four forms
 //! Citus refuses (measured on Citus 13.2.2 with the chat tables distributed by conversation):
 //!
 //! 1. a correlated subquery whose enclosing FROM reads a CTE (directly or through a derived
-//!    table): "correlated subqueries are not supported when the FROM clause contains a CTE or
-//!    subquery" (the CTE becomes an intermediate result on the coordinator);
+//!    table) or a derived table with a LIMIT of its own: "correlated subqueries are not
+//!    supported when the FROM clause contains a CTE or subquery" (the CTE, or the LIMIT's
+//!    rows, become an intermediate result on the coordinator; the evidence share's form
+//!    before issue 29 row 20);
 //! 2. a statement that joins tidemark's local tables (the ledger, the drift rows, the migration
 //!    history, which stay on the coordinator) with a chat table or a distributed tidemark table:
 //!    "direct joins between distributed and local tables are not supported";
@@ -212,8 +215,13 @@ fn correlated_over_cte(tokens: &[Token]) -> Vec<String> {
                         .find(|&c| groups[c].start == i + 1)
                         .expect("the group opened here");
                     if in_from && !after_on {
-                        let text = &tokens[groups[child].start..groups[child].end];
+                        let (start, end) = (groups[child].start, groups[child].end);
+                        let text = &tokens[start..end];
                         reads_cte |= text.iter().filter_map(word).any(|x| ctes.contains(&x));
+                        // A LIMIT of the derived table itself: Citus computes its rows first.
+                        reads_cte |= (start..end).any(|k| {
+                            owner[k] == child && word(&tokens[k]).as_deref() == Some("limit")
+                        });
                         if let Some(alias) = alias_after(tokens, groups[child].end + 1) {
                             defines.insert(alias);
                         }
@@ -273,7 +281,7 @@ fn correlated_over_cte(tokens: &[Token]) -> Vec<String> {
                 if groups[g].defines.contains(&q) {
                     if groups[g].reads_cte {
                         out.push(format!(
-                            "a subquery correlated with `{q}` over a FROM that reads a CTE"
+                            "a subquery correlated with `{q}` over a FROM that reads a CTE or a LIMIT's rows"
                         ));
                     }
                     break;
@@ -356,13 +364,70 @@ fn statements(mapping: &Mapping) -> Vec<(String, String)> {
         "contract_archive.sql",
         "contract_missing.sql",
         "contract_checksum.sql",
+        "contract_key_duplicates.sql",
     ] {
         out.push((
             format!("contract: {name}"),
             render(name, &ctx, keys.clone()).unwrap(),
         ));
     }
+    out.push((
+        "contract: contract_archive_rows.sql".into(),
+        render(
+            "contract_archive_rows.sql",
+            &ctx,
+            minijinja::context! { p => ["$1", "$2"], subject_col => subject_col, limit => 1000 },
+        )
+        .unwrap(),
+    ));
+    for (what, sql) in tidemark::schema::statements::statements(mapping, d).unwrap() {
+        out.push((what, sql));
+    }
+    let range = tidemark::dialect::RangeParams {
+        lo: Some("$1".into()),
+        hi: Some("$2".into()),
+        ..Default::default()
+    };
+    for unit in ["subjects", "counters", "messages"] {
+        let vars = minijinja::context! { range => range.clone(), unit => unit, limit => 1000 };
+        out.push((
+            format!("batch bounds: {unit}"),
+            render("batch_bounds.sql", &ctx, vars).unwrap(),
+        ));
+    }
     out
+}
+
+/// `inspect`'s sampled measures (`inspect_fit.sql`, every mode) over the scenario schema.
+fn inspect_statements() -> Vec<(String, String)> {
+    use tidemark::inspect::checks::{fit_sql, FitTables};
+    let messages = FitTables {
+        mt: "\"messages\"".into(),
+        mc: "\"conv_id\"".into(),
+        mp: "\"id\"".into(),
+        mt_created: "\"created_at\"".into(),
+        ..Default::default()
+    };
+    let of = |et: &str, ev: &str| FitTables {
+        et: format!("\"{et}\""),
+        ec: "\"conv_id\"".into(),
+        ev: format!("\"{ev}\""),
+        ..messages.clone()
+    };
+    [
+        ("position", of("read_receipts", "message_id")),
+        ("time", of("read_receipts", "message_id")),
+        ("range", of("unread_counters", "unread_count")),
+        ("order", messages.clone()),
+    ]
+    .into_iter()
+    .map(|(mode, t)| {
+        (
+            format!("inspect: {mode}"),
+            fit_sql(Dialect::Postgres, mode, &t).unwrap(),
+        )
+    })
+    .collect()
 }
 
 #[test]
@@ -379,8 +444,15 @@ fn rendered_postgres_statements_have_no_form_citus_refuses() {
         ]
         .map(String::from)
         .to_vec();
-        let statements = statements(&mapping);
+        let mut statements = statements(&mapping);
         assert!(statements.len() >= 8, "{what}: {statements:?}");
+        for want in ["evidence share: ", "preflight: ", "batch bounds: "] {
+            assert!(
+                statements.iter().any(|(name, _)| name.starts_with(want)),
+                "{what}: no {want}statement"
+            );
+        }
+        statements.extend(inspect_statements());
         for (name, sql) in statements {
             for f in findings(&sql, &tables) {
                 bad.push(format!("{what}, {name}: {f}"));
@@ -401,6 +473,8 @@ fn the_lint_catches_the_forms_citus_refuses() {
         ("INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ($1, $2, $3) ON CONFLICT (user_id, conversation_id) DO UPDATE SET updated_at = now(), last_read_id = GREATEST(read_watermarks.last_read_id, EXCLUDED.last_read_id)", "now in DO UPDATE SET"),
         ("SELECT COUNT(*) FROM messages m JOIN tidemark_ledger l ON l.id = m.id", "joins the local"),
         ("CREATE INDEX a ON messages (conv_id); CREATE INDEX b ON messages (id)", "2 statements"),
+        // The evidence share before issue 29 row 20: a correlated EXISTS over a LIMIT's rows.
+        ("SELECT COUNT(*) AS measured, SUM(CASE WHEN tm_v.v = 0 OR EXISTS (SELECT 1 FROM messages tm_m WHERE tm_m.conv_id = tm_v.conv AND tm_m.id = tm_v.v) THEN 1 ELSE 0 END) AS fits FROM (SELECT this.conv_id AS conv, this.message_id AS v FROM read_receipts this WHERE this.message_id IS NOT NULL LIMIT 10000) tm_v", "correlated with `tm_v`"),
     ];
     for (sql, want) in cases {
         let found = findings(sql, &tables);

@@ -43,6 +43,7 @@ mod demo;
 mod differential;
 mod duplicate_members;
 mod evidence_forms;
+mod evidence_share;
 mod faults;
 mod forum;
 mod forum_fixture;
