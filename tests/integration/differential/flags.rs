@@ -114,7 +114,10 @@ pub fn world() -> impl Strategy<Value = World> {
         }
         let mut existing = BTreeMap::new();
         for (k, (present, active, join, wm)) in members.into_iter().enumerate() {
-            let key = (CONVS[k / USERS.len()].to_string(), USERS[k % USERS.len()].to_string());
+            let key = (
+                CONVS[k / USERS.len()].to_string(),
+                USERS[k % USERS.len()].to_string(),
+            );
             if present {
                 db.members.insert(key.clone(), Member { active, join });
                 if let Some(v) = wm.filter(|v| *v > 0) {
@@ -127,8 +130,10 @@ pub fn world() -> impl Strategy<Value = World> {
             let Some(read) = read else { continue };
             let (c, rest) = (i / 30, i % 30);
             let (u, pos) = (rest / 10, rest % 10 + 1);
-            db.conv_flags
-                .insert((USERS[u].to_string(), CONVS[c].to_string(), pos as i64), read);
+            db.conv_flags.insert(
+                (USERS[u].to_string(), CONVS[c].to_string(), pos as i64),
+                read,
+            );
         }
         World { db, existing }
     })
@@ -208,15 +213,18 @@ pub async fn check(backend: Backend, w: &World) -> Result<(), TestCaseError> {
 }
 
 async fn stages(backend: Backend, db: &TestDb, w: &World) -> Result<(), TestCaseError> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        TestCaseError::fail(format!("{what}: {e:#}"))
-    };
+    let fail =
+        |what: &str, e: &dyn std::fmt::Display| TestCaseError::fail(format!("{what}: {e:#}"));
     let dsn = Dsn::parse(&db.url).unwrap();
     let dialect = dsn.dialect;
     let mut conn = dsn.connect().await.unwrap();
     exec_all(&mut conn, &inserts(w)).await;
-    let mapping = Mapping::parse(MAPPING, "<flags per conversation>")
-        .map_err(|e| fail("mapping (conversation = \"conv_id\" on read flags)", &format!("{e:#}")))?;
+    let mapping = Mapping::parse(MAPPING, "<flags per conversation>").map_err(|e| {
+        fail(
+            "mapping (conversation = \"conv_id\" on read flags)",
+            &format!("{e:#}"),
+        )
+    })?;
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .map_err(|e| fail("expand", &format!("{e:#}")))?;
@@ -243,7 +251,9 @@ async fn stages(backend: Backend, db: &TestDb, w: &World) -> Result<(), TestCase
         .read_flags
         .ok_or_else(|| TestCaseError::fail("backfill: no read_flags counts"))?;
     let (want_wms, want_ooo) = flags::backfill(&w.db, &w.existing);
-    let got_wms = watermarks(backend, &mut conn).await.map_err(|e| fail("watermarks", &e))?;
+    let got_wms = watermarks(backend, &mut conn)
+        .await
+        .map_err(|e| fail("watermarks", &e))?;
     prop_assert_eq!(&got_wms, &want_wms, "watermarks (got, want)");
     let got_ooo = OutOfOrder {
         members: f.members,

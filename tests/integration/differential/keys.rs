@@ -120,10 +120,7 @@ pub fn rekey(
         .iter()
         .map(|((conv, id), v)| ((c[conv.as_str()].clone(), *id), *v))
         .collect();
-    *existing = existing
-        .iter()
-        .map(|(k, v)| (key(k), v.clone()))
-        .collect();
+    *existing = existing.iter().map(|(k, v)| (key(k), v.clone())).collect();
     for k in keys.iter_mut() {
         if let Some(k) = k.as_mut() {
             *k = key(k);

@@ -62,9 +62,10 @@ impl Flagged {
             .flags
             .iter()
             .filter_map(|((u, id), &read)| self.msg(*id).map(|m| (u.as_str(), m, read)));
-        let by_conv = self.conv_flags.iter().filter_map(|((u, c, id), &read)| {
-            self.msg_in(c, *id).map(|m| (u.as_str(), m, read))
-        });
+        let by_conv = self
+            .conv_flags
+            .iter()
+            .filter_map(|((u, c, id), &read)| self.msg_in(c, *id).map(|m| (u.as_str(), m, read)));
         by_id.chain(by_conv).collect()
     }
 
