@@ -25,7 +25,9 @@
 //!   when it is addressed to u, or, not addressed, it is not restricted or u is admitted; the
 //!   rule applies to every per-reader fact (recomputed, own, excluded, total) and to the
 //!   counter evidence's L; an addressed message whose sender is its recipient is the
-//!   recipient's own.
+//!   recipient's own; whether a message hidden from a reader is one of its excluded messages
+//!   is [`Hidden`] (issue 29: it is, where the legacy counter counted it);
+//! - a receipt <= 0 is no position (issue 29 row 23): the next source applies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -126,6 +128,25 @@ pub struct Legacy {
     pub created: BTreeMap<(String, i64), i64>,
     /// Timestamp evidence (a last visit time per member, in seconds), after the receipts.
     pub visits: BTreeMap<Key, i64>,
+    /// What the legacy counter counted of the messages the reader rules keep from a reader.
+    pub hidden: Hidden,
+}
+
+/// What the legacy counter counted of the messages [`Readers`] keeps from a reader: whether
+/// such a message is one of that reader's excluded messages (`excluded_counted`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Hidden {
+    /// Issue 22's reading: a message hidden from a reader is not the reader's at all (neither
+    /// counted nor excluded); excluded are only the not countable messages the reader sees.
+    #[default]
+    Unseen,
+    /// semantics.md since issue 29 (row 15), the mapping without `legacy_countable`: the legacy
+    /// counter counted everything, so a hidden message after the watermark (not the reader's
+    /// own) is excluded, as a deleted one is.
+    Counted,
+    /// The mapping's `legacy_countable` says the legacy counter never counted restricted or
+    /// addressed messages: excluded are the not countable messages that are neither.
+    NotCounted,
 }
 
 /// semantics.md "Messages only some readers count" (issue 22), by message position (unique
@@ -242,7 +263,7 @@ pub fn backfill(l: &Legacy, existing: &BTreeMap<Key, Watermark>) -> BTreeMap<Key
         let position = l
             .receipts
             .iter()
-            .filter(|(k, _)| k == key)
+            .filter(|(k, p)| k == key && *p > 0)
             .map(|(_, p)| *p)
             .max();
         let counter = if l.per_message || !member.active {
@@ -457,7 +478,22 @@ fn member_facts_of(
         recomputed,
         orphan: !is_member,
         own: count(&|m| m.id > t && !not_own(m)),
-        excluded: count(&|m| m.id > t && not_own(m) && !m.countable()),
+        excluded: match l.hidden {
+            Hidden::Unseen => count(&|m| m.id > t && not_own(m) && !m.countable()),
+            Hidden::NotCounted => count(&|m| {
+                m.id > t
+                    && not_own(m)
+                    && !m.countable()
+                    && !l.readers.restricted.contains(&m.id)
+                    && !l.readers.recipient.contains_key(&m.id)
+            }),
+            Hidden::Counted => l
+                .msgs
+                .iter()
+                .filter(|m| &m.conv == conv && keep(m, user) && m.id > t && not_own(m))
+                .filter(|m| !m.countable() || !l.visible(m, user))
+                .count() as i64,
+        },
         total: count(&|m| m.countable() && not_own(m) && after_join(m.id)),
     }
 }

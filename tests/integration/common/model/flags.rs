@@ -27,8 +27,12 @@ pub struct Flagged {
     pub msgs: Vec<Msg>,
     /// The member rows.
     pub members: BTreeMap<Key, Member>,
-    /// The flag rows: (user, message id) -> read.
+    /// The flag rows: (user, message id) -> read (message ids unique in the database).
     pub flags: BTreeMap<(String, i64), bool>,
+    /// Flag rows that name their conversation (issue 29 row 11, positions unique only per
+    /// conversation): (user, conversation, position) -> read. A row belongs to the message
+    /// of that conversation at that position only (none: the row names no message).
+    pub conv_flags: BTreeMap<(String, String, i64), bool>,
 }
 
 /// The backfill's out-of-order counts (semantics.md "Shape C").
@@ -47,16 +51,30 @@ impl Flagged {
         self.msgs.iter().find(|m| m.id == id)
     }
 
+    /// The message of `conv` at position `id`.
+    fn msg_in(&self, conv: &str, id: i64) -> Option<&Msg> {
+        self.msgs.iter().find(|m| m.id == id && m.conv == conv)
+    }
+
+    /// Every flag row that names a message: (user, its message, read), of both kinds.
+    fn all_flags(&self) -> Vec<(&str, &Msg, bool)> {
+        let by_id = self
+            .flags
+            .iter()
+            .filter_map(|((u, id), &read)| self.msg(*id).map(|m| (u.as_str(), m, read)));
+        let by_conv = self
+            .conv_flags
+            .iter()
+            .filter_map(|((u, c, id), &read)| self.msg_in(c, *id).map(|m| (u.as_str(), m, read)));
+        by_id.chain(by_conv).collect()
+    }
+
     /// The flag rows of `user` on messages of `conv`: (position, read).
     fn flags_of(&self, conv: &str, user: &str) -> Vec<(i64, bool)> {
-        self.flags
-            .iter()
-            .filter(|((u, _), _)| u == user)
-            .filter_map(|((_, id), &read)| {
-                self.msg(*id)
-                    .filter(|m| m.conv == conv)
-                    .map(|m| (m.id, read))
-            })
+        self.all_flags()
+            .into_iter()
+            .filter(|(u, m, _)| *u == user && m.conv == conv)
+            .map(|(_, m, read)| (m.id, read))
             .collect()
     }
 
@@ -82,7 +100,7 @@ impl Flagged {
         let mut read_after = 0;
         let mut unread_before = 0;
         for (pos, read) in self.flags_of(conv, user) {
-            let m = self.msg(pos).expect("a flag's message");
+            let m = self.msg_in(conv, pos).expect("a flag's message");
             let others = m.sender.as_deref() != Some(user);
             if read && pos > t && m.countable() && others {
                 read_after += 1;
@@ -143,9 +161,9 @@ pub fn backfill(
 /// (the per_member columns, then read after, unread at or before), sorted, and the sums.
 pub fn audit(w: &Flagged, wms: &BTreeMap<Key, Watermark>) -> super::Audit {
     let mut keys: Vec<Key> = w
-        .flags
-        .keys()
-        .filter_map(|(u, id)| w.msg(*id).map(|m| (m.conv.clone(), u.clone())))
+        .all_flags()
+        .into_iter()
+        .map(|(u, m, _)| (m.conv.clone(), u.to_string()))
         .collect();
     keys.sort();
     keys.dedup();
