@@ -293,8 +293,10 @@ async fn dropped_columns(
         .collect())
 }
 
-/// Under `[counter] value` / `rows` without `combine = "sum"`, a member must have one counter
-/// row: several are bad input (issue 12), named with how many members and the first of them.
+/// A per-member counter without `combine = "sum"` must have one row per member (after
+/// `[counter] rows`): several are bad input, named with how many members and the first of
+/// them. Issue 12 for `value` / `rows`; issue 29 row 12 for a plain `[counter] column`, which
+/// before was not checked ("wrote 9 watermarks" for one member, the member audited twice).
 ///
 /// Errors: exit 2 when a member has several rows; exit 3 when the database fails.
 async fn check_counter_rows(
@@ -302,10 +304,7 @@ async fn check_counter_rows(
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<()> {
-    if !mapping.counter_is_expression()
-        || mapping.counter.combine == Some(Combine::Sum)
-        || mapping.counter.shape != Shape::PerMember
-    {
+    if mapping.counter.combine == Some(Combine::Sum) || mapping.counter.shape != Shape::PerMember {
         return Ok(());
     }
     let ctx = SqlContext::new(mapping, dialect);

@@ -38,6 +38,7 @@ mod contract;
 mod contract_dependents;
 mod contract_failure;
 mod contract_privileges;
+mod counter_rows;
 mod demo;
 mod differential;
 mod duplicate_members;
