@@ -164,7 +164,7 @@ pub struct BackfillArgs {
     pub skip_change_count: bool,
     /// Run even when an evidence entry's values fit the messages' position space in under
     /// 90 % of a sample (without it: exit 2 naming the entry and its share, before anything
-    /// is written, the dry run included).
+    /// is written, the dry run included); with it the share is not measured.
     #[arg(long)]
     pub accept_evidence_share: bool,
     /// Output format (progress stays on stderr).

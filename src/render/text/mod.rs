@@ -119,6 +119,12 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     )?;
     notes(w, &s.notices)?;
     evidence_shares(w, &s.evidence_shares)?;
+    if s.evidence_share_accepted {
+        writeln!(
+            w,
+            "  evidence share not measured: accepted with --accept-evidence-share"
+        )?;
+    }
     if let (Some(batches), Some(after)) = (s.resumed_after_batches, &s.resumed_after) {
         writeln!(
             w,
@@ -263,19 +269,13 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
         }
     }
     if let Some(b) = s.backfill_unfinished() {
-        let state = match b.id {
-            None => "no backfill of this mapping has run".to_string(),
-            Some(_) => format!("the last backfill of this mapping {}", b.describe()),
-        };
         let next = match &b.command {
             Some(command) => format!("run `{command}`, then audit again"),
             None => "audit again once it is done".to_string(),
         };
-        writeln!(
-            w,
-            "  warning: {} members have no watermark: {state}; the drift above includes theirs: {next} (the contract gate does not count this audit)",
-            s.members_without_watermark
-        )?;
+        if let Some(warning) = s.backfill_warning(Some(&next)) {
+            writeln!(w, "  warning: {warning}")?;
+        }
     }
     if !s.scope.is_empty() {
         writeln!(w, "  scope: {}", s.scope.join("; "))?;

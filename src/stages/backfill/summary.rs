@@ -78,6 +78,10 @@ pub struct BackfillSummary {
     /// space.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence_shares: Vec<crate::schema::evidence_share::Share>,
+    /// `--accept-evidence-share`: the share was accepted unmeasured, so not measured at all
+    /// (issue 29 row 18); [`BackfillSummary::evidence_shares`] is then empty.
+    #[serde(default)]
+    pub evidence_share_accepted: bool,
 }
 
 /// What the read flags say beside the watermarks a backfill leaves (issue 22): counted in each
