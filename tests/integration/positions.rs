@@ -15,6 +15,7 @@ use crate::common::faults::{scalar, statuses, watermarks, Fixture};
 use crate::common::{exec_all, on_every_backend, Backend, TestDb};
 
 on_every_backend!(positions_at_or_below_zero_are_refused);
+on_every_backend!(position_evidence_at_or_below_zero_is_no_position);
 
 /// Two conversations of four messages from `a` (positions 1..4, and 11..14), members `a`,
 /// `b`, `c` in each, `b` and `c` with 3 unread; no receipt.
@@ -118,6 +119,72 @@ async fn positions_at_or_below_zero_are_refused(backend: Backend) {
         got.contains(&"1|b|1|counter".to_string()) && got.contains(&"2|c|11|counter".to_string()),
         "{got:?}"
     );
+    drop(conn);
+    f.db.cleanup().await;
+}
+
+/// Row 23: conversation 1 (positions 1..4 from `a`); receipts: `b` only −1, `c` −2 and 0,
+/// `d` −1 and 3; counters `b` 2, `c` 0, `d` 1. `b` and `c` have no position: the counter
+/// applies (`b`: L[2] = 2; `c`: k = 0, the newest, 4); `d` keeps its position 3; the summary
+/// counts the 2 members (text and JSON) and the evidence share samples only `d`'s 3.
+async fn position_evidence_at_or_below_zero_is_no_position(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "positions_evid").await else {
+        return;
+    };
+    let mut conn = db.connect().await;
+    let mut sql = tidemark::legacy_schema::schema_sql();
+    for id in 1..=4i64 {
+        sql.push(format!(
+            "INSERT INTO messages (conv_id, id, sender_id) VALUES (1, {id}, 'a')"
+        ));
+    }
+    for (user, unread, receipts) in [
+        ("b", 2, &[-1i64][..]),
+        ("c", 0, &[-2, 0][..]),
+        ("d", 1, &[-1, 3][..]),
+    ] {
+        sql.push(format!(
+            "INSERT INTO members (conv_id, user_id, active) VALUES (1, '{user}', 1)"
+        ));
+        sql.push(format!(
+            "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES (1, '{user}', {unread})"
+        ));
+        for r in receipts {
+            sql.push(format!(
+                "INSERT INTO read_receipts (conv_id, user_id, message_id) VALUES (1, '{user}', {r})"
+            ));
+        }
+    }
+    exec_all(&mut conn, &sql).await;
+    let f = Fixture::with_mapping(db, &crate::scenario::mapping_toml("per_member", false));
+    let dry = f.run(&[
+        "backfill",
+        "--dry-run",
+        "--settle-time",
+        "0",
+        "--format",
+        "json",
+    ]);
+    dry.expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&dry.stdout).unwrap();
+    assert_eq!(json["not_positions"], 2, "{}", dry.stdout);
+    let run = f.run(&["backfill", "--settle-time", "0"]);
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains(
+            "2 members' position evidence was <= 0 (nothing read), no position: the next source applied"
+        ) && run.stdout.contains(
+            "evidence[1] position read_receipts.message_id: 100.0 % of 1 sampled values"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        watermarks(&mut conn).await,
+        vec!["1|b|2|counter", "1|c|4|counter", "1|d|3|position"]
+    );
+    let audit = f.run(&["audit", "--report", "drift.csv"]);
+    audit.expect_code(0);
     drop(conn);
     f.db.cleanup().await;
 }

@@ -119,6 +119,13 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     )?;
     notes(w, &s.notices)?;
     evidence_shares(w, &s.evidence_shares)?;
+    if s.not_positions > 0 {
+        writeln!(
+            w,
+            "  {} members' position evidence was <= 0 (nothing read), no position: the next source applied",
+            s.not_positions
+        )?;
+    }
     if s.evidence_share_accepted {
         writeln!(
             w,

@@ -78,6 +78,11 @@ pub struct BackfillSummary {
     /// space.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence_shares: Vec<crate::schema::evidence_share::Share>,
+    /// Members whose position evidence held values, all <= 0 (issue 29 row 23: −1, −2 or 0
+    /// written as "nothing read"): no position, so the next source applied (semantics.md
+    /// "Backfill" 1 and "Terms", position).
+    #[serde(default)]
+    pub not_positions: u64,
     /// `--accept-evidence-share`: the share was accepted unmeasured, so not measured at all
     /// (issue 29 row 18); [`BackfillSummary::evidence_shares`] is then empty.
     #[serde(default)]
