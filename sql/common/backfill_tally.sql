@@ -6,7 +6,7 @@
     held / held_conversations: members and conversations left for a later run by the settle
     time; left: members who left without position or timestamp evidence; none: active members
     without evidence; unrep: counters no watermark can represent; nopos: members whose position
-    evidence held only values <= 0 (no position: the next source applied). With read_flags evidence
+    evidence held only values below 0 (no position: the next source applied). With read_flags evidence
     (backfill_flags.sql): n_read_flags, oo_members (members whose flags disagree with their
     watermark), oo_read (messages read out of order, unread now) and oo_unread (messages
     flagged unread that the watermark marks read). Every count is a BIGINT. -#}

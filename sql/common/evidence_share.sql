@@ -3,8 +3,8 @@
     table's position space (`fits`). One row.
 
     - position (`e`, kind "position"): a value v of conversation c fits when c has a message at
-      position v. A value <= 0 is no position ("nothing read", issue 29 row 23) and is not
-      sampled, as NULL is not. A global message id beside a per-conversation
+      position v, or v is 0 ("nothing read"). A value below 0 is no position (issue 29 row 23)
+      and is not sampled, as NULL is not. A global message id beside a per-conversation
       number (or the reverse) fits in few conversations: another position space.
     - timestamp: a time t of conversation c fits when c has a message created at or before t
       (the watermark it gives is a position of c, not 0). Times in other units (milliseconds
@@ -29,12 +29,12 @@ FROM ({{ m.counter_rows(ctr, int, cond) }}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}
 {% if e.kind == "position" %}
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM {{ msg.table }} tm_m
+       CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR EXISTS (SELECT 1 FROM {{ msg.table }} tm_m
                           WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.id }} = tm_v.v)
                      THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
 FROM (SELECT {{ cv }} AS conv, CAST({{ evf.value(e) }} AS {{ int }}) AS v
       {{ evf.from(e) }}
-      WHERE {{ evf.value(e) }} > 0{{ evf.filter(e) }}
+      WHERE {{ evf.value(e) }} >= 0{{ evf.filter(e) }}
       LIMIT {{ sample }}) tm_v
 {% else %}
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,

@@ -1,7 +1,8 @@
 //! The mapping proven on the data before anything is written (issue 24): on a sample of each
 //! evidence entry's values, the share that belongs to the messages table's position space
 //! (`sql/common/evidence_share.sql`). A value v of conversation c is a position of c when c
-//! has a message at position v (a value <= 0 is no position and is not sampled); a last-read time fits when c has a message created
+//! has a message at position v, or v is 0 (a value below 0 is no position and is not
+//! sampled); a last-read time fits when c has a message created
 //! at or before it; a stored counter k fits when 0 <= k <= the messages of its conversation.
 //!
 //! A mapping that pairs the global `posts.id` with a per-topic `last_read_post_number` (two
@@ -79,9 +80,7 @@ impl Share {
     /// The figure in words: `91.7 % of 120 sampled values are positions of their conversation`.
     pub fn describe(&self) -> String {
         let what = match self.kind.as_str() {
-            "position" => {
-                "are positions of their conversation (values <= 0, nothing read, are not sampled)"
-            }
+            "position" => "are positions of their conversation (or 0)",
             "timestamp" => "are at or after their conversation's first message",
             _ => "lie between 0 and their conversation's message count",
         };
@@ -221,7 +220,7 @@ mod tests {
         assert_eq!(s(0, 0).share(), 1.0);
         assert_eq!(
             s(120, 110).describe(),
-            "91.7 % of 120 sampled values are positions of their conversation (values <= 0, nothing read, are not sampled)"
+            "91.7 % of 120 sampled values are positions of their conversation (or 0)"
         );
     }
 }

@@ -68,6 +68,7 @@ mod report_files;
 mod runner_lock;
 mod scenarios;
 mod secrets;
+mod settle;
 mod several_counters;
 mod snapshot;
 mod synapse;

@@ -9,13 +9,15 @@
 //!
 //! Row 23: position evidence below 0 (a real system writes −1 and −2 as "nothing read")
 //! became a negative watermark with source `position`, and the counter never filled it. Now
-//! a value <= 0 is no position: the next source applies, and the summary counts such values.
+//! a value below 0 is no position: the next source applies, and the summary counts such
+//! members. A 0 stays what it was, the evidence "nothing read" (watermark 0 from `position`),
+//! as `shared/spec/scenarios.json` (S7, K1, K2) expects.
 
 use crate::common::faults::{scalar, statuses, watermarks, Fixture};
 use crate::common::{exec_all, on_every_backend, Backend, TestDb};
 
 on_every_backend!(positions_at_or_below_zero_are_refused);
-on_every_backend!(position_evidence_at_or_below_zero_is_no_position);
+on_every_backend!(position_evidence_below_zero_is_no_position);
 
 /// Two conversations of four messages from `a` (positions 1..4, and 11..14), members `a`,
 /// `b`, `c` in each, `b` and `c` with 3 unread; no receipt.
@@ -123,11 +125,12 @@ async fn positions_at_or_below_zero_are_refused(backend: Backend) {
     f.db.cleanup().await;
 }
 
-/// Row 23: conversation 1 (positions 1..4 from `a`); receipts: `b` only −1, `c` −2 and 0,
-/// `d` −1 and 3; counters `b` 2, `c` 0, `d` 1. `b` and `c` have no position: the counter
-/// applies (`b`: L[2] = 2; `c`: k = 0, the newest, 4); `d` keeps its position 3; the summary
-/// counts the 2 members (text and JSON) and the evidence share samples only `d`'s 3.
-async fn position_evidence_at_or_below_zero_is_no_position(backend: Backend) {
+/// Row 23: conversation 1 (positions 1..4 from `a`); receipts: `b` only −1, `c` −2 and −1,
+/// `d` −1 and 3, `e` 0; counters `b` 2, `c` 0, `d` 1, `e` 4. `b` and `c` have no position:
+/// the counter applies (`b`: L[2] = 2; `c`: k = 0, the newest, 4); `d` keeps its position 3
+/// and `e` its 0 ("nothing read"); the summary counts the 2 members (text and JSON) and the
+/// evidence share samples only `d`'s 3 and `e`'s 0.
+async fn position_evidence_below_zero_is_no_position(backend: Backend) {
     let Some(db) = TestDb::create(backend, "positions_evid").await else {
         return;
     };
@@ -140,8 +143,9 @@ async fn position_evidence_at_or_below_zero_is_no_position(backend: Backend) {
     }
     for (user, unread, receipts) in [
         ("b", 2, &[-1i64][..]),
-        ("c", 0, &[-2, 0][..]),
+        ("c", 0, &[-2, -1][..]),
         ("d", 1, &[-1, 3][..]),
+        ("e", 4, &[0][..]),
     ] {
         sql.push(format!(
             "INSERT INTO members (conv_id, user_id, active) VALUES (1, '{user}', 1)"
@@ -172,16 +176,21 @@ async fn position_evidence_at_or_below_zero_is_no_position(backend: Backend) {
     run.expect_code(0);
     assert!(
         run.stdout.contains(
-            "2 members' position evidence was <= 0 (nothing read), no position: the next source applied"
+            "2 members' position evidence was below 0 (a \"nothing read\" marker), no position: the next source applied"
         ) && run.stdout.contains(
-            "evidence[1] position read_receipts.message_id: 100.0 % of 1 sampled values"
+            "evidence[1] position read_receipts.message_id: 100.0 % of 2 sampled values"
         ),
         "{}",
         run.stdout
     );
     assert_eq!(
         watermarks(&mut conn).await,
-        vec!["1|b|2|counter", "1|c|4|counter", "1|d|3|position"]
+        vec![
+            "1|b|2|counter",
+            "1|c|4|counter",
+            "1|d|3|position",
+            "1|e|0|position"
+        ]
     );
     let audit = f.run(&["audit", "--report", "drift.csv"]);
     audit.expect_code(0);

@@ -122,7 +122,7 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     if s.not_positions > 0 {
         writeln!(
             w,
-            "  {} members' position evidence was <= 0 (nothing read), no position: the next source applied",
+            "  {} members' position evidence was below 0 (a \"nothing read\" marker), no position: the next source applied",
             s.not_positions
         )?;
     }
@@ -168,13 +168,13 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     }
     if s.left_unsettled > 0 {
         writeln!(w,
-            "  left {} conversations ({} members) with messages younger than the settle time ({}s) for a later run: run backfill again once they are older",
-            s.left_unsettled, s.left_unsettled_members, s.settle_time_s.unwrap_or(0)
+            "  left {} members (in {} conversations) for a later run: their derived watermark would cover a message younger than the settle time ({}s); run backfill again once it is older",
+            s.left_unsettled_members, s.left_unsettled, s.settle_time_s.unwrap_or(0)
         )?;
     }
     if s.settle_unguarded {
         writeln!(w,
-            "  settle time not guarded: the mapping has no messages.created_at, so a watermark derived as \"everything up to the newest message\" may cover a position whose transaction had not committed yet"
+            "  settle time not guarded: the mapping has no messages.created_at, so a watermark derived from a counter, a timestamp, an own message or read flags may cover a position whose transaction had not committed yet"
         )?;
     }
     if s.unrepresentable_counters > 0 {

@@ -26,7 +26,8 @@ pub(super) enum Settle {
     /// The mapping derives watermarks but has no creation time: not guarded.
     Unguarded,
     /// The settle time's cutoff (an SQL expression comparable with `messages.created_at`: a
-    /// conversation with a message newer than it is unsettled), with the settle time in seconds.
+    /// message newer than it is young, and a derived watermark that would newly cover one is
+    /// held), with the settle time in seconds.
     Quiet(String, u64),
 }
 

@@ -64,11 +64,13 @@ pub struct BackfillOptions {
     /// change once the counters are gone (the audit's one-pass count for the batch, committed
     /// with the batch and its checkpoint: about one audit's time in all).
     pub count_changes: bool,
-    /// Settle time (semantics.md "Backfill", settle time): a watermark derived as "everything
-    /// up to the newest message" (a counter k <= 0, a timestamp, an own message) is not
-    /// written for a conversation with a message younger than this (a position allocated by a
-    /// transaction that has not committed yet would be covered); such conversations are left
-    /// for a later run and counted. Needs `messages.created_at`; zero turns it off.
+    /// Settle time (semantics.md "Backfill", settle time; issue 29 row 19): a watermark the
+    /// backfill derives (a counter of any value, a timestamp, an own message, read flags) is
+    /// not written when it would newly cover a message younger than this (a position
+    /// allocated by a transaction that has not committed yet, below that message, would be
+    /// covered with it); such members are left for a later run and counted, per member (the
+    /// others of the conversation are written). Needs `messages.created_at`; zero turns it
+    /// off.
     pub settle_time: Duration,
     /// Run even when an evidence entry's values fit the messages' position space in under
     /// [`crate::schema::evidence_share::MIN_SHARE`] of a sample (issue 24; without it: exit 2
