@@ -11,10 +11,13 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use sqlx::Connection;
+
 use crate::common::faults::{watermarks, Fixture};
 use crate::common::{exec_all, on_every_backend, Backend, TestDb};
 
 on_every_backend!(derived_watermarks_covering_young_messages_are_held_per_member);
+on_every_backend!(servers: counter_of_one_over_an_uncommitted_position_is_held);
 
 fn now_s() -> i64 {
     SystemTime::now()
@@ -155,6 +158,84 @@ async fn derived_watermarks_covering_young_messages_are_held_per_member(backend:
             "2|f|23|counter".to_string(),
         ]
     );
+    drop(conn);
+    f.db.cleanup().await;
+}
+
+/// The reproduction: conversation 1 holds positions 1..99 from `b`, an hour old;
+/// connection A inserts 100 and does not commit, connection B inserts 101 and 102 and commits.
+/// `a`'s counter is 1: the newest message read is L[1] = 101 of what the backfill sees, which
+/// covers the open 100. The backfill (default settle time) writes nothing for `a` (before:
+/// 101 from the counter); `c` (counter 3: L[3] = 98) is written. Once 100 has committed and
+/// the settle time is off, `a` gets 101.
+async fn counter_of_one_over_an_uncommitted_position_is_held(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "settle_open").await else {
+        return;
+    };
+    let mut conn = db.connect().await;
+    let mut sql = tidemark::legacy_schema::schema_sql();
+    let old = now_s() - 3600;
+    for id in 1..=99i64 {
+        sql.push(format!(
+            "INSERT INTO messages (conv_id, id, sender_id, created_at) VALUES (1, {id}, 'b', {old})"
+        ));
+    }
+    for (user, k) in [("a", 1), ("b", 0), ("c", 3)] {
+        sql.push(format!(
+            "INSERT INTO members (conv_id, user_id, active) VALUES (1, '{user}', 1)"
+        ));
+        sql.push(format!(
+            "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES (1, '{user}', {k})"
+        ));
+    }
+    exec_all(&mut conn, &sql).await;
+    let text = crate::scenario::mapping_toml("per_member", false).replacen(
+        "sender = \"sender_id\"",
+        "sender = \"sender_id\"\ncreated_at = \"created_at\"",
+        1,
+    );
+    let f = Fixture::with_mapping(db, &text);
+    let mut a = f.connect().await;
+    let mut b = f.connect().await;
+    sqlx::Executor::execute(&mut a, "BEGIN").await.unwrap();
+    let now = now_s();
+    sqlx::Executor::execute(
+        &mut a,
+        format!(
+            "INSERT INTO messages (conv_id, id, sender_id, created_at) VALUES (1, 100, 'b', {now})"
+        )
+        .as_str(),
+    )
+    .await
+    .unwrap();
+    for id in [101, 102] {
+        sqlx::Executor::execute(
+            &mut b,
+            format!("INSERT INTO messages (conv_id, id, sender_id, created_at) VALUES (1, {id}, 'b', {now})")
+                .as_str(),
+        )
+        .await
+        .unwrap();
+    }
+    let run = f.run(&["backfill", "--format", "json"]);
+    run.expect_code(0);
+    let got = watermarks(&mut conn).await;
+    assert!(
+        !got.iter().any(|w| w.starts_with("1|a|")),
+        "{backend:?}: a watermark over the uncommitted position 100: {got:?}\n{}",
+        run.stdout
+    );
+    assert!(got.contains(&"1|c|98|counter".to_string()), "{got:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(json["left_unsettled_members"], 2, "a and b: {}", run.stdout);
+
+    sqlx::Executor::execute(&mut a, "COMMIT").await.unwrap();
+    f.run(&["backfill", "--settle-time", "0", "--quiet"])
+        .expect_code(0);
+    let got = watermarks(&mut conn).await;
+    assert!(got.contains(&"1|a|101|counter".to_string()), "{got:?}");
+    let _ = a.close().await;
+    let _ = b.close().await;
     drop(conn);
     f.db.cleanup().await;
 }
