@@ -1,7 +1,7 @@
-{#- The members with more than one counter row (after `[counter] rows`) when the mapping gives
-    the counter as `value` / `rows` without combine = "sum": bad input, refused before a stage
-    reads the counter (issue 12: "combine = sum ... without it more than one row per member is
-    reported"). One row when there are any: `members` (how many), and the first of them by key
+{#- The members with more than one counter row (after `[counter] rows`) of a per-member counter
+    without combine = "sum" (a plain `column` too: issue 29 row 12): bad input, refused before a
+    stage reads the counter (issue 12: "combine = sum ... without it more than one row per member
+    is reported"). One row when there are any: `members` (how many), and the first of them by key
     (`conv`, `usr` as text, `n` its rows); no row when there are none. The dialect supplies
     text_type. -#}
 {% import "macros.sql" as m %}

@@ -7,34 +7,44 @@
     v (the watermark to write, NULL for none) and src (its provenance); kept (1: the counter was
     the only evidence and a watermark exists, left alone); held (1: evidence was left for a
     later run by the settle time); unrep (1: the counter chosen is negative or exceeds the
-    countable messages).
+    countable messages); nopos (1: a position evidence held values, all below 0: no position,
+    issue 29 row 23).
 
     The watermark table is read through the batch's range too (its (conversation_id, user_id)
     index): joined whole, PostgreSQL hashed the entire table once per batch, a cost that grows
     with the table (78 400 rows read for a 4 000-member batch at 4N on the large workload).
 
-    The settle flag (tm_u, with a settle time: `quiet` is the expression of its cutoff, the
-    time the settle time ago) marks the batch's conversations that have a message newer than
-    the cutoff, by a LEFT JOIN to the batch's recent conversations (one range read of the
-    messages) rather than a correlated NOT EXISTS per conversation: the same conversations,
-    and Citus cannot run a correlated subquery whose FROM holds a CTE or a subquery (issue
-    21). Both sides pass the key on as `out` gives it, so the join compares bytes where the
-    key columns' collations differ.
+    The settle guard (tm_u, with a settle time: `quiet` is the expression of its cutoff, the
+    time the settle time ago) gives each of the batch's conversations with a message newer
+    than the cutoff the lowest position of those young messages (`yp`; one grouped range read
+    of the messages, LEFT JOINed, rather than a correlated subquery per member: Citus cannot
+    run a correlated subquery whose FROM holds a CTE or a subquery, issue 21). Both sides pass
+    the key on as `out` gives it, so the join compares bytes where the key columns' collations
+    differ. A derived value w (a counter of any value, a timestamp, an own message, read
+    flags) is young, and held back for a later run, when it newly covers a young message
+    (issue 29 row 19, semantics.md "Backfill", settle time): w >= yp and w above the
+    member's existing watermark (none: 0). Per member, not per conversation: a member whose
+    derived watermark stays below the young messages is written now. Exact where the
+    existing watermark is below yp (the young message at yp is one w newly covers); above
+    it, every position w newly covers is above yp, so young where positions follow creation
+    time, and otherwise held too (the safe side). A transaction still open holds a position
+    below the young messages that committed after it, so a watermark below yp covers no
+    open position allocated within the settle time.
 
     Layers: tm_ev brings every evidence value (ev1..evN, mapping order, from the kind's block in
-    evidence.sql), the conversation's highest position (mp, read only for counter evidence), the settle flag (uns) and the
+    evidence.sql), the conversation's highest position (mp, read only for counter evidence), the lowest young position (yp) and the
     counter's rank (rk_pos, rk_rep); with timestamp evidence it is MATERIALIZED where the engine
     has the hint, so the correlated timestamp lookup is not repeated by the layers above, and
     without it left to the planner to inline (PostgreSQL 15, 5 000 members, position evidence:
     37 ms -> 27 ms a batch, most of the rest the insert itself; SQLite, 100 000 members: 0.36 s
     -> 0.26 s for the plan). tm_ef turns each value into
     the value the policy may use (e<i>) and whether it is held back (h<i>):
-      position   : as it is;
-      timestamp  : held in an unsettled conversation;
-      counter    : only for an active member; k <= 0 reads up to mp (held in an unsettled
-                   conversation unless a watermark exists, which the counter then cannot move),
-                   0 < k the rank's L[k] (0 when k >= |L|);
-      own_message: only for an active member, a lower bound; held in an unsettled conversation;
+      position   : as it is (the application's own: never held);
+      timestamp  : held when young;
+      counter    : only for an active member; k <= 0 reads up to mp, 0 < k the rank's L[k]
+                   (0 when k >= |L|); held when young unless a watermark exists (which the
+                   counter then cannot move);
+      own_message: only for an active member, a lower bound; held when young;
       read_flags : as timestamp (a member who left keeps it too).
     tm_ch chooses: policy "first": the first source in mapping order with a value, where a held
     source stops the search (the later run chooses as a settled one would); policy "highest":
@@ -49,6 +59,11 @@
 {% set has_flags = evidence | selectattr("kind", "equalto", "read_flags") | list | length > 0 %}
 {#- The policy's choice among tm_ef's values: `what` is the chosen value, its source, or
     whether it is an unrepresentable counter (0 when nothing is chosen). -#}
+{#- Whether the derived value `w` is young (see the settle guard above): it newly covers a
+    message younger than the settle time. -#}
+{% macro young(w) %}(tm_v.yp IS NOT NULL AND {{ w }} >= tm_v.yp AND (tm_v.ex IS NULL OR {{ w }} > tm_v.ex)){% endmacro %}
+{#- Counter evidence's value before the settle guard: k <= 0 the newest position, else L[k]. -#}
+{% macro counter_value(i) %}CASE WHEN tm_v.ev{{ i }} <= 0 THEN tm_v.mp ELSE COALESCE(tm_v.rk_pos, 0) END{% endmacro %}
 {% macro pick(e, i, what) %}{% if what == "value" %}tm_f.e{{ i }}{% elif what == "source" %}'{{ e.kind }}'{% elif e.kind == "counter" %}tm_f.u{{ i }}{% else %}0{% endif %}{% endmacro %}
 {#- The own-message lower bound among tm_ef's values (NULL without the source). -#}
 {% macro own_column(evidence, int) %}{% set ns = namespace(col="CAST(NULL AS " ~ int ~ ")") %}{% for e in evidence %}{% if e.kind == "own_message" %}{% set ns.col = "tm_f.e" ~ loop.index %}{% endif %}{% endfor %}{{ ns.col }}{% endmacro %}
@@ -83,12 +98,10 @@ WITH tm_subj AS (
 )
 {% if has_quiet %}
 , tm_u AS (
-  SELECT tm_c.conv AS conv, CASE WHEN tm_q.conv IS NULL THEN 0 ELSE 1 END AS unsettled
-  FROM (SELECT DISTINCT tm_subj.conv AS conv FROM tm_subj) tm_c
-  LEFT JOIN (SELECT DISTINCT {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }} AS conv
-             FROM {{ msg.table }} tm_recent
-             WHERE tm_recent.{{ msg.created_at }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}) tm_q
-         ON tm_q.conv = tm_c.conv
+  SELECT {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }} AS conv, CAST(MIN(tm_recent.{{ msg.id }}) AS {{ int }}) AS yp
+  FROM {{ msg.table }} tm_recent
+  WHERE tm_recent.{{ msg.created_at }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}
+  GROUP BY {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }}
 )
 {% endif %}
 {% if has_counter %}
@@ -100,11 +113,14 @@ WITH tm_subj AS (
          CAST(tm_x.last_read_id AS {{ int }}) AS ex,
 {% for e in evidence %}
          {{ ev.value(e, loop.index, msg, int) }} AS ev{{ loop.index }},
+{% if e.kind == "position" %}
+         COALESCE(tm_e{{ loop.index }}.np, 0) AS np{{ loop.index }},
+{% endif %}
 {% endfor %}
 {% if has_counter %}
          tm_r.pos AS rk_pos, tm_r.representable AS rk_rep,
 {% endif %}
-         {{ "tm_u.unsettled" if has_quiet else "0" }} AS uns,
+         {{ "tm_u.yp" if has_quiet else "CAST(NULL AS " ~ int ~ ")" }} AS yp,
 {% if has_counter %}
          COALESCE(tm_mp.v, 0) AS mp
 {% else %}
@@ -125,7 +141,7 @@ WITH tm_subj AS (
   LEFT JOIN tm_rank tm_r ON tm_r.conv = tm_s.conv AND tm_r.usr = tm_s.usr
 {% endif %}
 {% if has_quiet %}
-  JOIN tm_u ON tm_u.conv = tm_s.conv
+  LEFT JOIN tm_u ON tm_u.conv = tm_s.conv
 {% endif %}
 ),
 tm_ef AS (
@@ -134,19 +150,19 @@ tm_ef AS (
 {% set i = loop.index %}
 {% if e.kind == "position" %}
          tm_v.ev{{ i }} AS e{{ i }},
+         tm_v.np{{ i }} AS np{{ i }},
 {% elif e.kind == "timestamp" or e.kind == "read_flags" %}
-         CASE WHEN tm_v.uns = 1 THEN NULL ELSE tm_v.ev{{ i }} END AS e{{ i }},
-         CASE WHEN tm_v.uns = 1 AND tm_v.ev{{ i }} IS NOT NULL THEN 1 ELSE 0 END AS h{{ i }},
+         CASE WHEN {{ young("tm_v.ev" ~ i) }} THEN NULL ELSE tm_v.ev{{ i }} END AS e{{ i }},
+         CASE WHEN {{ young("tm_v.ev" ~ i) }} THEN 1 ELSE 0 END AS h{{ i }},
 {% elif e.kind == "counter" %}
          CASE WHEN tm_v.act = 0 OR tm_v.ev{{ i }} IS NULL THEN NULL
-              WHEN tm_v.ev{{ i }} <= 0 AND tm_v.uns = 1 AND tm_v.ex IS NULL THEN NULL
-              WHEN tm_v.ev{{ i }} <= 0 THEN tm_v.mp
-              ELSE COALESCE(tm_v.rk_pos, 0) END AS e{{ i }},
-         CASE WHEN tm_v.act = 1 AND tm_v.ev{{ i }} <= 0 AND tm_v.uns = 1 AND tm_v.ex IS NULL THEN 1 ELSE 0 END AS h{{ i }},
+              WHEN tm_v.ex IS NULL AND {{ young(counter_value(i)) }} THEN NULL
+              ELSE {{ counter_value(i) }} END AS e{{ i }},
+         CASE WHEN tm_v.act = 1 AND tm_v.ev{{ i }} IS NOT NULL AND tm_v.ex IS NULL AND {{ young(counter_value(i)) }} THEN 1 ELSE 0 END AS h{{ i }},
          CASE WHEN tm_v.ev{{ i }} < 0 OR (tm_v.ev{{ i }} > 0 AND COALESCE(tm_v.rk_rep, 0) = 0) THEN 1 ELSE 0 END AS u{{ i }},
 {% elif e.kind == "own_message" %}
-         CASE WHEN tm_v.act = 1 AND tm_v.uns = 0 THEN tm_v.ev{{ i }} END AS e{{ i }},
-         CASE WHEN tm_v.act = 1 AND tm_v.uns = 1 AND tm_v.ev{{ i }} IS NOT NULL THEN 1 ELSE 0 END AS h{{ i }},
+         CASE WHEN tm_v.act = 1 AND NOT {{ young("tm_v.ev" ~ i) }} THEN tm_v.ev{{ i }} END AS e{{ i }},
+         CASE WHEN tm_v.act = 1 AND {{ young("tm_v.ev" ~ i) }} THEN 1 ELSE 0 END AS h{{ i }},
 {% endif %}
 {% endfor %}
          0 AS tm_end
@@ -159,7 +175,8 @@ tm_ch AS (
          {{ chain(evidence, policy, "source") }} AS cs,
          {{ chain(evidence, policy, "unrep") }} AS unrep,
 
-         {{ own_column(evidence, int) }} AS own
+         {{ own_column(evidence, int) }} AS own,
+         CASE WHEN {% for e in evidence %}{% if e.kind == "position" %}tm_f.np{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END AS nopos
 
   FROM tm_ef tm_f
 )
@@ -176,7 +193,7 @@ SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
        CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN 0
             WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN 1
             ELSE 0 END AS kept,
-       tm_c.held AS held, tm_c.unrep AS unrep
+       tm_c.held AS held, tm_c.unrep AS unrep, tm_c.nopos AS nopos
 FROM tm_ch tm_c{% if has_flags %}
 )
 {% include "backfill_flags.sql" %}{% endif %}

@@ -9,7 +9,8 @@
       <kind>_value(e, i, ...) : the kind's raw evidence value for the member, a BIGINT or NULL
                                 when the member has none:
         position   : the highest read position (a column, or the maximum over receipts; a
-                     key resolved through the entry's lookup), over the rows its filter keeps
+                     key resolved through the entry's lookup), over the rows its filter keeps;
+                     values below 0 are no position (`tm_e<i>.np`: the member had only such)
         timestamp  : the highest position created at or before the latest "read at" time, 0
                      when nothing existed yet (a time keyed by the user alone applies in each
                      of the user's conversations) (a non-equality join, so a correlated MAX per
@@ -31,10 +32,15 @@
 {# ==== kind: position ==== #}
 {#- The rows of `e` (its table as `this`, the rows its filter reads, its lookup row:
     evidence_macros.sql `from`), kept by its filter; the value is the looked-up position or the
-    column. -#}
+    column. A value below 0 is no position (issue 29 row 23: −1, −2 written as "nothing read"
+    markers): `v` is the highest value at or above 0 (0: the application says nothing was
+    read, a watermark of 0 as shared/spec/scenarios.json S7 and K1 expect; NULL when none, so
+    the next source applies), and `np` is 1 when the member's rows hold values, all below 0
+    (counted by the tally). -#}
 {% macro position_join(e, i, range, int) %}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}
-LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX({{ evf.value(e) }}) AS {{ int }}) AS v
+LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(CASE WHEN {{ evf.value(e) }} >= 0 THEN {{ evf.value(e) }} END) AS {{ int }}) AS v,
+                  CASE WHEN MAX({{ evf.value(e) }}) < 0 THEN 1 ELSE 0 END AS np
            {{ evf.from(e) }}
            WHERE 1 = 1{{ m.range("this." ~ e.conv, range, e.conv_k) }}{{ evf.filter(e) }}
            GROUP BY {{ cv }}, {{ uv }}) tm_e{{ i }}

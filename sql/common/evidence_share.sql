@@ -3,7 +3,8 @@
     table's position space (`fits`). One row.
 
     - position (`e`, kind "position"): a value v of conversation c fits when c has a message at
-      position v, or v is 0 ("nothing read"). A global message id beside a per-conversation
+      position v, or v is 0 ("nothing read"). A value below 0 is no position (issue 29 row 23)
+      and is not sampled, as NULL is not. A global message id beside a per-conversation
       number (or the reverse) fits in few conversations: another position space.
     - timestamp: a time t of conversation c fits when c has a message created at or before t
       (the watermark it gives is a position of c, not 0). Times in other units (milliseconds
@@ -45,7 +46,7 @@ LEFT JOIN tm_n ON tm_n.conv = tm_v.conv
 {% if e.kind == "position" %}
 WITH tm_v AS (SELECT {{ cv }} AS conv, CAST({{ evf.value(e) }} AS {{ int }}) AS v
       {{ evf.from(e) }}
-      WHERE {{ evf.value(e) }} IS NOT NULL{{ evf.filter(e) }}
+      WHERE {{ evf.value(e) }} >= 0{{ evf.filter(e) }}
       LIMIT {{ sample }}),
 tm_hit AS (SELECT DISTINCT tm_v.conv, tm_v.v
            FROM tm_v

@@ -153,9 +153,10 @@ pub struct BackfillArgs {
     /// Retries of a batch that hit a lock wait, with exponential backoff and jitter.
     #[arg(long, default_value_t = 5, value_parser = at_least::<usize>(0))]
     pub retries: usize,
-    /// Leave for a later run the conversations with a message younger than this, where the
-    /// watermark would be derived as "everything up to the newest message" (a position of a
-    /// transaction not committed yet would be covered); needs messages.created_at; "0" is off.
+    /// Leave for a later run each watermark derived from a counter, a timestamp, an own message
+    /// or read flags that would newly cover a message younger than this (a position of a
+    /// transaction not committed yet would be covered with it); needs messages.created_at;
+    /// "0" is off.
     #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub settle_time: humantime::Duration,
     /// Skip counting the members whose unread number will change once the counters are gone
@@ -164,7 +165,7 @@ pub struct BackfillArgs {
     pub skip_change_count: bool,
     /// Run even when an evidence entry's values fit the messages' position space in under
     /// 90 % of a sample (without it: exit 2 naming the entry and its share, before anything
-    /// is written, the dry run included).
+    /// is written, the dry run included); with it the share is not measured.
     #[arg(long)]
     pub accept_evidence_share: bool,
     /// Output format (progress stays on stderr).

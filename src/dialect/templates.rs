@@ -52,6 +52,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/preflight_check.sql"),
     ),
     (
+        "preflight_positions.sql",
+        include_str!("../../sql/common/preflight_positions.sql"),
+    ),
+    (
         "preflight_member_duplicates.sql",
         include_str!("../../sql/common/preflight_member_duplicates.sql"),
     ),

@@ -1,7 +1,8 @@
 //! The mapping proven on the data before anything is written (issue 24): on a sample of each
 //! evidence entry's values, the share that belongs to the messages table's position space
 //! (`sql/common/evidence_share.sql`). A value v of conversation c is a position of c when c
-//! has a message at position v, or v is 0; a last-read time fits when c has a message created
+//! has a message at position v, or v is 0 (a value below 0 is no position and is not
+//! sampled); a last-read time fits when c has a message created
 //! at or before it; a stored counter k fits when 0 <= k <= the messages of its conversation.
 //!
 //! A mapping that pairs the global `posts.id` with a per-topic `last_read_post_number` (two

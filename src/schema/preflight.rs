@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 
 use super::collations::KeyCollations;
 use super::sections::{checked_table, section_checks, SectionCheck};
-use super::{column_types, counter_values};
+use super::{column_types, counter_values, positions};
 use crate::db::catalog::{table_columns, table_exists};
 use crate::db::privileges::{denied, is_permission_denied, Privilege};
 use crate::dialect::{render, Dialect, SqlContext};
@@ -25,7 +25,8 @@ use crate::values::text;
 /// columns`; last the type of `[counter] value` ([`column_types::check_value`]), the counter's
 /// values ([`counter_values::check`]: whole numbers within the 64-bit range; the one check
 /// here that reads rows, where the declared type does not settle it), one `[members]` row per
-/// member and one counter row per member. Returns the key columns' collations
+/// member and one counter row per member; after every counter's checks, once, that every
+/// message's position is > 0 ([`positions::check`], issue 29 row 4). Returns the key columns' collations
 /// ([`KeyCollations`], issue 25): the stage's statements follow them
 /// ([`KeyCollations::apply`]), and where they differ the stage reports
 /// [`KeyCollations::notice`] in its summary (a notice, not an error: the statements then
@@ -54,6 +55,7 @@ pub async fn preflight(
         check_mentions(conn, &view, dialect).await?;
         first.get_or_insert(collations);
     }
+    positions::check(conn, mapping, dialect).await?;
     first.ok_or_else(|| input_error("the mapping has no counter"))
 }
 
@@ -291,8 +293,10 @@ async fn dropped_columns(
         .collect())
 }
 
-/// Under `[counter] value` / `rows` without `combine = "sum"`, a member must have one counter
-/// row: several are bad input (issue 12), named with how many members and the first of them.
+/// A per-member counter without `combine = "sum"` must have one row per member (after
+/// `[counter] rows`): several are bad input, named with how many members and the first of
+/// them. Issue 12 for `value` / `rows`; issue 29 row 12 for a plain `[counter] column`, which
+/// before was not checked ("wrote 9 watermarks" for one member, the member audited twice).
 ///
 /// Errors: exit 2 when a member has several rows; exit 3 when the database fails.
 async fn check_counter_rows(
@@ -300,10 +304,7 @@ async fn check_counter_rows(
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<()> {
-    if !mapping.counter_is_expression()
-        || mapping.counter.combine == Some(Combine::Sum)
-        || mapping.counter.shape != Shape::PerMember
-    {
+    if mapping.counter.combine == Some(Combine::Sum) || mapping.counter.shape != Shape::PerMember {
         return Ok(());
     }
     let ctx = SqlContext::new(mapping, dialect);

@@ -133,7 +133,7 @@ async fn settle_time_uncommitted_position(backend: Backend) {
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains(
-            "left 1 conversations (1 members) with messages younger than the settle time (2s)"
+            "left 1 members (in 1 conversations) for a later run: their derived watermark would cover a message younger than the settle time (2s)"
         ),
         "{text}"
     );
@@ -300,15 +300,17 @@ fn evidence_policy_bad_value() {
     );
 }
 
-/// A derived source listed ahead of a position (a last-viewed time, then the receipt) in a
-/// conversation with a fresh message: under "first" nothing is written now (the receipt must
-/// not stand in for the time that will win once settled); under "highest" the receipt is
-/// written and the later run may raise it. With the settle time off, the time wins at once.
+/// A derived source listed ahead of a position (a last-viewed time, then the receipt) whose
+/// watermark would cover a fresh message (issue 29 row 19: held per member, when the value
+/// newly covers a message younger than the settle time): under "first" nothing is written now
+/// (the receipt must not stand in for the time that will win once settled); under "highest"
+/// the receipt is written and the later run may raise it. With the settle time off, the time
+/// wins at once.
 async fn settle_time_keeps_the_order(backend: Backend) {
     for (policy, settle, want) in [
         ("first", Duration::from_secs(300), None),
         ("highest", Duration::from_secs(300), Some((5, "position"))),
-        ("first", Duration::ZERO, Some((9, "timestamp"))),
+        ("first", Duration::ZERO, Some((11, "timestamp"))),
     ] {
         let Some(db) = TestDb::create(backend, "bf_order").await else {
             return;
@@ -328,7 +330,10 @@ async fn settle_time_keeps_the_order(backend: Backend) {
             "INSERT INTO members (conv_id, user_id, active, join_position) VALUES (1, 'a', 1, NULL)".into(),
             "INSERT INTO read_receipts (conv_id, user_id, message_id) VALUES (1, 'a', 5)".into(),
             "CREATE TABLE last_viewed (conv_id BIGINT NOT NULL, user_id VARCHAR(64) NOT NULL, viewed_at BIGINT NULL)".into(),
-            "INSERT INTO last_viewed (conv_id, user_id, viewed_at) VALUES (1, 'a', 1009)".into(),
+            format!(
+                "INSERT INTO last_viewed (conv_id, user_id, viewed_at) VALUES (1, 'a', {})",
+                now_s() + 60
+            ),
         ];
         crate::common::exec_all(&mut conn, &stmts).await;
         let text = scenario::mapping_toml("per_member", false)

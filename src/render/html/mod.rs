@@ -284,16 +284,7 @@ impl<'a> AuditView<'a> {
                     width: percent(c.drifting_rows, max_top),
                 })
                 .collect(),
-            backfill_warning: s.backfill_unfinished().map(|b| {
-                let state = match b.id {
-                    None => "no backfill of this mapping has run".to_string(),
-                    Some(_) => format!("the last backfill of this mapping {}", b.describe()),
-                };
-                format!(
-                    "{} members have no watermark: {state}; the drift above includes theirs (the contract gate does not count this audit)",
-                    s.members_without_watermark
-                )
-            }),
+            backfill_warning: s.backfill_warning(None),
         }
     }
 }

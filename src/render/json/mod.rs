@@ -227,6 +227,9 @@ pub struct BackfillJson {
     pub left_without_evidence: u64,
     /// Counters no watermark can represent.
     pub unrepresentable_counters: u64,
+    /// Members whose position evidence held values, all below 0 ("nothing read" markers): no
+    /// position, the next source applied (issue 29 row 23).
+    pub not_positions: u64,
     /// Counter rows whose unread number will change once the counters are gone; null with
     /// `--skip-change-count` or `--dry-run`.
     pub unread_changes: Option<u64>,
@@ -238,7 +241,7 @@ pub struct BackfillJson {
     /// Watermarks are derived as "everything up to the newest message" but the mapping has no
     /// `messages.created_at`: a position not yet committed may be covered (not guarded).
     pub settle_unguarded: bool,
-    /// Conversations left for a later run because a message was younger than the settle time.
+    /// Conversations of the members left for a later run (`left_unsettled_members`).
     pub left_unsettled: u64,
     /// Members left without a watermark for that reason.
     pub left_unsettled_members: u64,
@@ -284,6 +287,7 @@ pub fn backfill(
             no_evidence: s.no_evidence,
             left_without_evidence: s.left_without_evidence,
             unrepresentable_counters: s.unrepresentable_counters,
+            not_positions: s.not_positions,
             unread_changes: (!dry_run && s.counted_changes).then_some(s.unread_changes),
             retried_batches: s.retried_batches,
             settle_time_s: s.settle_time_s,

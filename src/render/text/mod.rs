@@ -119,6 +119,19 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     )?;
     notes(w, &s.notices)?;
     evidence_shares(w, &s.evidence_shares)?;
+    if s.not_positions > 0 {
+        writeln!(
+            w,
+            "  {} members' position evidence was below 0 (a \"nothing read\" marker), no position: the next source applied",
+            s.not_positions
+        )?;
+    }
+    if s.evidence_share_accepted {
+        writeln!(
+            w,
+            "  evidence share not measured: accepted with --accept-evidence-share"
+        )?;
+    }
     if let (Some(batches), Some(after)) = (s.resumed_after_batches, &s.resumed_after) {
         writeln!(
             w,
@@ -155,13 +168,13 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
     }
     if s.left_unsettled > 0 {
         writeln!(w,
-            "  left {} conversations ({} members) with messages younger than the settle time ({}s) for a later run: run backfill again once they are older",
-            s.left_unsettled, s.left_unsettled_members, s.settle_time_s.unwrap_or(0)
+            "  left {} members (in {} conversations) for a later run: their derived watermark would cover a message younger than the settle time ({}s); run backfill again once it is older",
+            s.left_unsettled_members, s.left_unsettled, s.settle_time_s.unwrap_or(0)
         )?;
     }
     if s.settle_unguarded {
         writeln!(w,
-            "  settle time not guarded: the mapping has no messages.created_at, so a watermark derived as \"everything up to the newest message\" may cover a position whose transaction had not committed yet"
+            "  settle time not guarded: the mapping has no messages.created_at, so a watermark derived from a counter, a timestamp, an own message or read flags may cover a position whose transaction had not committed yet"
         )?;
     }
     if s.unrepresentable_counters > 0 {
@@ -263,19 +276,13 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
         }
     }
     if let Some(b) = s.backfill_unfinished() {
-        let state = match b.id {
-            None => "no backfill of this mapping has run".to_string(),
-            Some(_) => format!("the last backfill of this mapping {}", b.describe()),
-        };
         let next = match &b.command {
             Some(command) => format!("run `{command}`, then audit again"),
             None => "audit again once it is done".to_string(),
         };
-        writeln!(
-            w,
-            "  warning: {} members have no watermark: {state}; the drift above includes theirs: {next} (the contract gate does not count this audit)",
-            s.members_without_watermark
-        )?;
+        if let Some(warning) = s.backfill_warning(Some(&next)) {
+            writeln!(w, "  warning: {warning}")?;
+        }
     }
     if !s.scope.is_empty() {
         writeln!(w, "  scope: {}", s.scope.join("; "))?;

@@ -267,6 +267,28 @@ impl AuditSummary {
     pub fn backfill_unfinished(&self) -> Option<&BackfillState> {
         self.backfill.as_ref().filter(|b| !b.finished)
     }
+
+    /// The warning about the backfill this audit found unfinished, without its `warning: `
+    /// prefix; None when it is finished. `next`, the advice (`run `tidemark backfill …`, then
+    /// audit again`), follows the state. With members lacking a watermark: how many, and that
+    /// the drift includes theirs (issue 25 row 10). With none (issue 29 row 18, where before it
+    /// said "0 members have no watermark … the drift above includes theirs"): that no audited
+    /// member lacks one, and the state, since the gate still does not count such an audit.
+    pub fn backfill_warning(&self, next: Option<&str>) -> Option<String> {
+        let b = self.backfill_unfinished()?;
+        let state = match b.id {
+            None => "no backfill of this mapping has run".to_string(),
+            Some(_) => format!("the last backfill of this mapping {}", b.describe()),
+        };
+        let next = next.map(|n| format!(": {n}")).unwrap_or_default();
+        let gate = "(the contract gate does not count this audit)";
+        Some(match self.members_without_watermark {
+            0 => format!("no audited member lacks a watermark, but {state}{next} {gate}"),
+            n => format!(
+                "{n} members have no watermark: {state}; the drift above includes theirs{next} {gate}"
+            ),
+        })
+    }
 }
 
 /// The outcome of [`run`].

@@ -26,7 +26,8 @@ pub(super) enum Settle {
     /// The mapping derives watermarks but has no creation time: not guarded.
     Unguarded,
     /// The settle time's cutoff (an SQL expression comparable with `messages.created_at`: a
-    /// conversation with a message newer than it is unsettled), with the settle time in seconds.
+    /// message newer than it is young, and a derived watermark that would newly cover one is
+    /// held), with the settle time in seconds.
     Quiet(String, u64),
 }
 
@@ -268,6 +269,7 @@ fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Resu
     summary.left_without_evidence += n("left_none")?;
     summary.no_evidence += n("no_evidence")?;
     summary.unrepresentable_counters += n("unrep")?;
+    summary.not_positions += n("nopos")?;
     if let Some(f) = summary.read_flags.as_mut() {
         // Only a plan with read_flags evidence has these columns (backfill_tally.sql).
         let count = n("n_read_flags")?;

@@ -64,15 +64,18 @@ pub struct BackfillOptions {
     /// change once the counters are gone (the audit's one-pass count for the batch, committed
     /// with the batch and its checkpoint: about one audit's time in all).
     pub count_changes: bool,
-    /// Settle time (semantics.md "Backfill", settle time): a watermark derived as "everything
-    /// up to the newest message" (a counter k <= 0, a timestamp, an own message) is not
-    /// written for a conversation with a message younger than this (a position allocated by a
-    /// transaction that has not committed yet would be covered); such conversations are left
-    /// for a later run and counted. Needs `messages.created_at`; zero turns it off.
+    /// Settle time (semantics.md "Backfill", settle time; issue 29 row 19): a watermark the
+    /// backfill derives (a counter of any value, a timestamp, an own message, read flags) is
+    /// not written when it would newly cover a message younger than this (a position
+    /// allocated by a transaction that has not committed yet, below that message, would be
+    /// covered with it); such members are left for a later run and counted, per member (the
+    /// others of the conversation are written). Needs `messages.created_at`; zero turns it
+    /// off.
     pub settle_time: Duration,
     /// Run even when an evidence entry's values fit the messages' position space in under
     /// [`crate::schema::evidence_share::MIN_SHARE`] of a sample (issue 24; without it: exit 2
-    /// before anything is written, the dry run included).
+    /// before anything is written, the dry run included); the share is then not measured
+    /// at all (issue 29 row 18) and the summary says so.
     pub accept_evidence_share: bool,
 }
 
@@ -146,13 +149,17 @@ pub async fn run(
         .1
         .kind;
     let settle = settle_predicate(conn, mapping, &ctx, opts.settle_time).await?;
-    // Issue 24: the mapping proven on the data before anything is written.
-    let shares = schema::evidence_share::measure(conn, mapping, &ctx).await?;
-    if !opts.accept_evidence_share {
+    // Issue 24: the mapping proven on the data before anything is written; accepted
+    // unmeasured, not measured at all (issue 29 row 18: one sampled read per entry saved).
+    let shares = if opts.accept_evidence_share {
+        Vec::new()
+    } else {
+        let shares = schema::evidence_share::measure(conn, mapping, &ctx).await?;
         if let Some(refusal) = schema::evidence_share::refusal(mapping, &shares) {
             return Err(refusal);
         }
-    }
+        shares
+    };
     if opts.dry_run {
         return run_batches(
             conn,
@@ -166,6 +173,7 @@ pub async fn run(
             BackfillSummary {
                 notices: collations.notices(),
                 evidence_shares: shares,
+                evidence_share_accepted: opts.accept_evidence_share,
                 ..Default::default()
             },
             None,
@@ -178,6 +186,7 @@ pub async fn run(
         let (id, lo, mut summary) = resume_or_start(conn, mapping, dialect, opts).await?;
         summary.notices = collations.notices();
         summary.evidence_shares = shares;
+        summary.evidence_share_accepted = opts.accept_evidence_share;
         ledger::abandon_stale(conn, dialect, Stage::Backfill, &mapping.fingerprint, id).await?;
         let result = run_batches(
             conn,

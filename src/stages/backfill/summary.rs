@@ -43,16 +43,18 @@ pub struct BackfillSummary {
     /// "Backfill", settle time); `None` when off or not possible (no `messages.created_at`).
     #[serde(default)]
     pub settle_time_s: Option<u64>,
-    /// The mapping derives watermarks as "everything up to the newest message" (counter,
-    /// timestamp or own message evidence) but has no `messages.created_at`: a position whose
+    /// The mapping derives watermarks (counter, timestamp, own message or read flags evidence)
+    /// but has no `messages.created_at`: a position whose
     /// transaction had not committed yet may be covered (the hazard is not guarded).
     #[serde(default)]
     pub settle_unguarded: bool,
-    /// Conversations with a message younger than the settle time whose members' derived
-    /// watermarks were left for a later run (counted once per batch that met them).
+    /// Conversations of the members in [`BackfillSummary::left_unsettled_members`] (counted
+    /// once per batch that met them).
     #[serde(default)]
     pub left_unsettled: u64,
-    /// Members left without a watermark for that reason (run the backfill again later).
+    /// Members whose derived watermark would newly cover a message younger than the settle
+    /// time (issue 29 row 19: per member, so that busy conversations converge), left for a
+    /// later run (run the backfill again later).
     #[serde(default)]
     pub left_unsettled_members: u64,
     /// When this run continued an interrupted one: the batches that run had finished.
@@ -78,6 +80,15 @@ pub struct BackfillSummary {
     /// space.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence_shares: Vec<crate::schema::evidence_share::Share>,
+    /// Members whose position evidence held values, all below 0 (issue 29 row 23: −1, −2
+    /// written as "nothing read" markers): no position, so the next source applied. A 0 stays
+    /// the evidence "nothing read" (watermark 0), as shared/spec/scenarios.json expects.
+    #[serde(default)]
+    pub not_positions: u64,
+    /// `--accept-evidence-share`: the share was accepted unmeasured, so not measured at all
+    /// (issue 29 row 18); [`BackfillSummary::evidence_shares`] is then empty.
+    #[serde(default)]
+    pub evidence_share_accepted: bool,
 }
 
 /// What the read flags say beside the watermarks a backfill leaves (issue 22): counted in each
