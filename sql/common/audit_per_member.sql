@@ -132,10 +132,10 @@ WHERE tm_w.kind = 0
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
          tm_t.stored AS stored, tm_t.last_read_id AS last_read_id, tm_t.source AS source,
-         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos{{ rd.reader_cols(msg, "tm_t.adm", "tm_t.usr", ["rc", "rl", "rx"], ["tc", "tl", "tx"]) }}
+         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos{{ rd.reader_cols(msg, "tm_t.adm", "tm_t.usr", ["rc", "rl", "rx"], ["tc", "tl", "tx", "ta", "tb"]) }}
   FROM tm_t
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {{ rd.gen(msg, "tm_f", "c") }}, {{ rd.gen(msg, "tm_f", "l") }}, {{ rd.gen(msg, "tm_f", "x") }}, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c", "l", "x"], [["c", false], ["l", true], ["x", false]]) }}
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {{ rd.gen(msg, "tm_f", "c") }}, {{ rd.gen(msg, "tm_f", "l") }}, {{ rd.gen(msg, "tm_f", "x") }}, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c", "l", "x"], [["c", false], ["l", true], ["x", false], ["l", "any"], ["l", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range2, false) }}) tm_f
 {% else %}
@@ -163,12 +163,16 @@ tm_w1 AS (
          SUM(tm_s.x) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS x_own{% if msg.restricted %}, tm_s.adm,
          SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv {{ win }}) AS ra_all,
          SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ra_own,
+         SUM(tm_s.rl) OVER (PARTITION BY tm_s.conv {{ win }}) AS rl_all,
          SUM(tm_s.rl) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rl_own,
          SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv {{ win }}) AS rx_all,
          SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rx_own{% endif %}{% if msg.recipient %},
          {{ rd.to_sum("tm_s", "tc", win) }} AS to_c,
          {{ rd.to_sum("tm_s", "tl", win) }} AS to_l,
-         {{ rd.to_sum("tm_s", "tx", win) }} AS to_x{% endif %}
+         {{ rd.to_sum("tm_s", "tx", win) }} AS to_x,
+         SUM(tm_s.ta) OVER (PARTITION BY tm_s.conv {{ win }}) AS ta_all,
+         {{ rd.to_sum("tm_s", "ta", win) }} AS ta_to,
+         SUM(tm_s.tb) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS tb_own{% endif %}
 
   FROM tm_s1 tm_s
 ),
@@ -181,7 +185,7 @@ tm_d AS {{ materialized }} (
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
                CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own{{ rd.adjust(msg, "tm_w", "rl_own", none, "to_l") }} END AS own_after,
-               {{ "tm_w.x_own" if ctr.mentions else "tm_w.x_all - tm_w.x_own" ~ rd.adjust(msg, "tm_w", "rx_all", "rx_own", "to_x") }} AS excluded_after{% if msg.restricted %},
+               {{ "tm_w.x_own" if ctr.mentions else "tm_w.x_all - tm_w.x_own" ~ rd.hidden(msg, "tm_w") }} AS excluded_after{% if msg.restricted %},
                tm_w.adm AS adm{% endif %}
 
         FROM tm_w1 tm_w

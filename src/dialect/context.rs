@@ -338,7 +338,11 @@ impl SqlContext {
     /// with the columns `tm_conv`, `tm_usr`, `tm_pos` (the message's position) and
     /// `tm_unread` (1 unless `read` is true), summed per member: every template that reads
     /// the counter (`counter_rows`, the batch bounds) reads the number of unread flags. The
-    /// flag row is `this` inside it, as `read` and `rows` see it. Other shapes unchanged.
+    /// flag row is `this` inside it, as `read` and `rows` see it. With `[counter]
+    /// conversation` (issue 29 row 11) the flag row joins its message on the conversation
+    /// too, so that a position unique only within a conversation names one message (without
+    /// it the preflight requires the position unique across the messages table:
+    /// `crate::schema::flag_keys`). Other shapes unchanged.
     fn with_read_flags(mut self, mapping: &Mapping, dialect: Dialect) -> SqlContext {
         let c = &mapping.counter;
         let (Shape::ReadFlags, Some(user), Some(message), Some(read)) =
@@ -352,9 +356,14 @@ impl SqlContext {
             .as_deref()
             .map(|r| format!(" AND ({r})"))
             .unwrap_or_default();
+        let same_conv = c
+            .conversation
+            .as_deref()
+            .map(|fc| format!(" AND tm_fm.{} = this.{}", self.msg.conv, q(fc)))
+            .unwrap_or_default();
         self.ctr = CtrIdents {
             table: format!(
-                "(SELECT tm_fm.{conv} AS {tc}, this.{user} AS {tu}, CAST(tm_fm.{id} AS {int}) AS {tp}, CASE WHEN ({read}) THEN 0 ELSE 1 END AS {tr} FROM {flags} this JOIN {msgs} tm_fm ON tm_fm.{id} = this.{message} WHERE 1 = 1{rows})",
+                "(SELECT tm_fm.{conv} AS {tc}, this.{user} AS {tu}, CAST(tm_fm.{id} AS {int}) AS {tp}, CASE WHEN ({read}) THEN 0 ELSE 1 END AS {tr} FROM {flags} this JOIN {msgs} tm_fm ON tm_fm.{id} = this.{message}{same_conv} WHERE 1 = 1{rows})",
                 conv = self.msg.conv,
                 tc = q("tm_conv"),
                 user = q(user),

@@ -9,6 +9,7 @@ pub mod collations;
 pub mod column_types;
 pub mod counter_values;
 pub mod evidence_share;
+pub mod flag_keys;
 pub mod keys;
 pub mod preflight;
 pub mod sections;

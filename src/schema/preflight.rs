@@ -54,6 +54,7 @@ pub async fn preflight(
         check_mentions(conn, &view, dialect).await?;
         first.get_or_insert(collations);
     }
+    super::flag_keys::check(conn, mapping, dialect).await?;
     first.ok_or_else(|| input_error("the mapping has no counter"))
 }
 

@@ -23,9 +23,10 @@
 //! - the report's `stored_unread` and `recomputed_unread` are the compared (clamped) values;
 //! - messages only some readers count (issue 22, [`Readers`]): a message counts for reader u
 //!   when it is addressed to u, or, not addressed, it is not restricted or u is admitted; the
-//!   rule applies to every per-reader fact (recomputed, own, excluded, total) and to the
-//!   counter evidence's L; an addressed message whose sender is its recipient is the
-//!   recipient's own.
+//!   rule applies to every per-reader fact (recomputed, own, total) and to the counter
+//!   evidence's L; an addressed message whose sender is its recipient is the recipient's own;
+//!   a message kept from the reader (not the reader's own) is one of the reader's excluded
+//!   messages, as a deleted one (issue 29 row 15: the legacy counter counted it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -457,7 +458,19 @@ fn member_facts_of(
         recomputed,
         orphan: !is_member,
         own: count(&|m| m.id > t && !not_own(m)),
-        excluded: count(&|m| m.id > t && not_own(m) && !m.countable()),
+        // A message the reader rules keep from the reader is, for that reader, not countable
+        // (issue 29 row 15): the legacy counter (which counted everything) counted it.
+        excluded: l
+            .msgs
+            .iter()
+            .filter(|m| {
+                &m.conv == conv
+                    && keep(m, user)
+                    && m.id > t
+                    && not_own(m)
+                    && (!l.visible(m, user) || !m.countable())
+            })
+            .count() as i64,
         total: count(&|m| m.countable() && not_own(m) && after_join(m.id)),
     }
 }
