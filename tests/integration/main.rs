@@ -42,6 +42,7 @@ mod demo;
 mod differential;
 mod duplicate_members;
 mod evidence_forms;
+mod flags_conversation;
 mod faults;
 mod forum;
 mod forum_fixture;
