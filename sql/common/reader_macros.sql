@@ -53,3 +53,9 @@
     (`ta_all - ta_to - tb_own`: all addressed, minus those addressed to the reader, minus the
     reader's own addressed to another). Empty without the keys. -#}
 {% macro hidden(msg, w) %}{% if msg.restricted %} + (1 - {{ w }}.adm) * (({{ w }}.rl_all - {{ w }}.rl_own) - ({{ w }}.rx_all - {{ w }}.rx_own)){% endif %}{% if msg.recipient %} + {{ w }}.to_x + ({{ w }}.ta_all - {{ w }}.ta_to - {{ w }}.tb_own){% endif %}{% endmacro %}
+
+{#- The same for a mention counter (issue 29 row 16): its stream already counts a mention of
+    a message addressed to another reader as excluded (mention_macros.sql), so only the
+    restricted rows that were countable and legacy-counted (`rk_own`) are added for a reader
+    not admitted. Empty without `restricted`. -#}
+{% macro mention_hidden(msg, w) %}{% if msg.restricted %} + (1 - {{ w }}.adm) * {{ w }}.rk_own{% endif %}{% endmacro %}

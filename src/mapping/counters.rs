@@ -11,8 +11,9 @@
 //! counter table: the audit's batches and the contract's archive are that table's); a
 //! `countable` is one SQL expression over the messages row (`this`, `conv`); a mention counter
 //! is `per_member` and is no backfill evidence (the first counter is the evidence of
-//! `[[evidence]] kind = "counter"`, so it may not be a mention counter then), and is not
-//! combined with `[messages] restricted` or `recipient` (not defined yet).
+//! `[[evidence]] kind = "counter"`, so it may not be a mention counter then). Beside
+//! `[messages] restricted` or `recipient` a mention counts for a reader only where the message
+//! counts for that reader (issue 29 row 16, semantics.md "Several counters per member").
 
 use toml::Spanned;
 
@@ -93,13 +94,6 @@ pub(super) fn parse(
             ck.row_names(t, "counter.countable", Some(p), has, false)?;
         }
         if let Some(m) = &c.mentions {
-            if messages.restricted.is_some() || messages.recipient.is_some() {
-                return Err(at(
-                    t,
-                    "mentions",
-                    "counter.mentions: a mention counter cannot be combined with [messages] restricted or recipient yet (whether a mention counts for a reader who may not see the message is not defined); map the mention counter in a mapping of its own without them".into(),
-                ));
-            }
             if c.shape != Shape::PerMember {
                 return Err(at(
                     t,

@@ -56,6 +56,7 @@ mod json_output;
 mod least_privilege;
 mod mapping_fuzz;
 mod mattermost;
+mod mention_readers;
 mod numeric_edges;
 mod predicates;
 mod privileges;
