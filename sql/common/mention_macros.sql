@@ -25,5 +25,14 @@
                CASE WHEN {{ m.pred(msg.legacy) }} AND {{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }} THEN 1 ELSE 0 END AS k{% endif %}{% elif msg.restricted or msg.recipient %}, 1 AS c{% endif %}{% if msg.restricted %},
                CASE WHEN {{ m.pred(msg.restricted) }}{% if msg.recipient %} AND NOT ({{ rcp }} IS NOT NULL AND {{ rcp }} = {{ m.out("tm_mn.usr", msg.sender_k) }}){% endif %} THEN 1 ELSE 0 END AS rs{% endif %}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
-        JOIN (SELECT DISTINCT tm_m0.{{ mn.message }} AS msg, tm_m0.{{ mn.user }} AS usr FROM {{ mn.table }} tm_m0) tm_mn ON tm_mn.msg = this.{{ mn.key }}
-        WHERE {% if only %}{{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }}{% else %}1 = 1{% endif %}{{ m.range("this." ~ msg.conv, rng, msg.conv_k) }}{% endmacro %}
+        {{ readers(mn, msg) }}
+        WHERE {% if only %}{{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }}{% else %}1 = 1{% endif %}{% if mn.predicate %} AND ({{ mn.predicate }}){% endif %}{{ m.range("this." ~ msg.conv, rng, msg.conv_k) }}{% endmacro %}
+
+{#- The (message, mentioned user) pairs as `tm_mn` (`usr`: the mentioned user), joined to the
+    messages row `this`: the mentions table's distinct pairs on `mentions.message =
+    messages.key`; or, with a mention predicate (`[counter] mentioned`, issue 29 row 16), every
+    reader of the message's conversation (the distinct (conversation, user) pairs of
+    `[members]`, else of the counter table), its `[users]` row joined as `usr` when the
+    predicate reads it; the caller's WHERE then keeps the pairs the predicate holds for. -#}
+{% macro readers(mn, msg) %}{% if mn.predicate %}JOIN (SELECT DISTINCT tm_m0.{{ mn.readers_conv }} AS conv, tm_m0.{{ mn.readers_user }} AS usr FROM {{ mn.readers }} tm_m0) tm_mn ON tm_mn.conv = this.{{ msg.conv }}{% if mn.usr %}
+        LEFT JOIN {{ mn.usr.table }} usr ON usr.{{ mn.usr.key }} = tm_mn.usr{% endif %}{% else %}JOIN (SELECT DISTINCT tm_m0.{{ mn.message }} AS msg, tm_m0.{{ mn.user }} AS usr FROM {{ mn.table }} tm_m0) tm_mn ON tm_mn.msg = this.{{ mn.key }}{% endif %}{% endmacro %}

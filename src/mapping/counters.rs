@@ -93,6 +93,21 @@ pub(super) fn parse(
                 .map_err(|why| at(t, "countable", format!("counter.countable: {why}")))?;
             ck.row_names(t, "counter.countable", Some(p), has, false)?;
         }
+        if let Some(p) = &c.mentioned {
+            if c.mentions.is_some() {
+                return Err(at(t, "mentioned", "counter.mentioned: a mention counter reads a mentions table (mentions) or a predicate (mentioned), not both".into()));
+            }
+            if c.shape != Shape::PerMember {
+                return Err(at(
+                    t,
+                    "mentioned",
+                    "counter.mentioned: a mention counter is shape \"per_member\"".into(),
+                ));
+            }
+            check_predicate(p)
+                .map_err(|why| at(t, "mentioned", format!("counter.mentioned: {why}")))?;
+            ck.row_names(t, "counter.mentioned", Some(p), has, true)?;
+        }
         if let Some(m) = &c.mentions {
             if c.shape != Shape::PerMember {
                 return Err(at(
@@ -119,7 +134,7 @@ pub(super) fn parse(
             }
         }
     }
-    if first.mentions.is_some() {
+    if first.mentions.is_some() || first.mentioned.is_some() {
         if let Some((_, span)) = evidence
             .iter()
             .zip(&raw.evidence)
@@ -154,6 +169,22 @@ pub(super) fn predicate_sites(
                     at: format!("{}:{line}:{col}", loc.origin),
                 });
             }
+        }
+    }
+    // Issue 29 row 16: each counter's mention predicate, the first's included.
+    for (i, (c, table)) in counters.iter().zip(&raw.counters).enumerate() {
+        if let Some(pred) = &c.mentioned {
+            let span = loc.value_span(table, "mentioned");
+            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+            out.push(PredicateSite {
+                key: if i == 0 {
+                    "counter.mentioned".to_string()
+                } else {
+                    format!("counter[{}].mentioned", i + 1)
+                },
+                text: pred.clone(),
+                at: format!("{}:{line}:{col}", loc.origin),
+            });
         }
     }
     out

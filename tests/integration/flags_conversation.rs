@@ -92,22 +92,21 @@ async fn world(backend: Backend, label: &str) -> Option<(TestDb, AnyConnection)>
 
 /// (conv, user, last_read_id, source), sorted.
 async fn watermarks(conn: &mut AnyConnection) -> Vec<(i64, i64, i64, String)> {
-    let mut out: Vec<(i64, i64, i64, String)> = sqlx::query(
-        "SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| {
-        (
-            r.try_get(0).unwrap(),
-            r.try_get(1).unwrap(),
-            r.try_get(2).unwrap(),
-            text(r, 3).unwrap().unwrap_or_default(),
-        )
-    })
-    .collect();
+    let mut out: Vec<(i64, i64, i64, String)> =
+        sqlx::query("SELECT conversation_id, user_id, last_read_id, source FROM read_watermarks")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.try_get(0).unwrap(),
+                    r.try_get(1).unwrap(),
+                    r.try_get(2).unwrap(),
+                    text(r, 3).unwrap().unwrap_or_default(),
+                )
+            })
+            .collect();
     out.sort();
     out
 }
