@@ -36,9 +36,12 @@
     (conversation, sender) partitions alone (`a_own`, `x_own`, `t_own`), each member's own
     mentions above its threshold, in the same one pass.
 
-    With a mention counter the reader-dependent forms are refused by the mapping's validation
-    (a mention of a reader who may not see the message is not defined yet), so the two never
-    meet in one statement.
+    With a mention counter and reader rules (issue 29 row 16: a mention counts for a reader
+    only where the message counts for that reader), the stream folds `recipient` into its
+    rows (the reader is the row's mentioned user), so `rmsg` (the reader keys the statement
+    still applies per threshold) keeps `restricted` alone: the mention rows carry `rs` and
+    `k`, and the counts subtract the restricted rows (`ra_own`, `tr_own`) and add their
+    legacy-counted ones to the excluded (`rk_own`) for a reader not admitted.
     Messages only some readers count (issue 22, reader_macros.sql): with `restricted` each
     fact also sums the restricted messages (ra_, rl_, rx_, tr_) and subtracts them for a
     reader `restricted_readers` does not admit (adm = 0); with `recipient` each fact leaves the
@@ -54,7 +57,8 @@
     their messages' conversation) and `range_fm` (the messages, for `countable`). -#}
 {% import "macros.sql" as m %}
 {% import "reader_macros.sql" as rd %}
-{% set readers = msg.restricted or msg.recipient %}
+{% set rmsg = {"restricted": msg.restricted, "recipient": none} if ctr.mentions else msg %}
+{% set readers = rmsg.restricted or rmsg.recipient %}
 {% import "mention_macros.sql" as mm %}
 {% set win = "ORDER BY tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" %}
 WITH tm_base AS (
@@ -99,10 +103,10 @@ tm_lo AS (
 {% if count_only %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c,
-         tm_t.stored AS stored, tm_t.is_member AS is_member{{ rd.reader_cols(msg, "tm_t.adm", "tm_t.usr", ["rc"], ["tc"]) }}
+         tm_t.stored AS stored, tm_t.is_member AS is_member{{ rd.reader_cols(rmsg, "tm_t.adm", "tm_t.usr", ["rc"], ["tc"]) }}
   FROM tm_t
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {% if readers %}{{ rd.gen(msg, "tm_f", "c") }}{% else %}1{% endif %}, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c"], [["c", false]]) }}
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {% if readers %}{{ rd.gen(rmsg, "tm_f", "c") }}{% else %}1{% endif %}, NULL, NULL{{ rd.message_cols(rmsg, "tm_f", ["c"], [["c", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range2, true) }}) tm_f
 {% else %}
@@ -118,7 +122,7 @@ tm_w1 AS (
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv {{ win }}) AS a_all,
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own{% if msg.restricted %}, tm_s.adm,
          SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv {{ win }}) AS ra_all,
-         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ra_own{% endif %}{% if msg.recipient %},
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ra_own{% endif %}{% if rmsg.recipient %},
          {{ rd.to_sum("tm_s", "tc", win) }} AS to_c{% endif %}
 
   FROM tm_s1 tm_s
@@ -127,15 +131,15 @@ SELECT COUNT(*) AS n
 FROM tm_w1 tm_w
 WHERE tm_w.kind = 0
   AND (tm_w.stored IS NULL
-       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN " ~ ("tm_w.a_own" if ctr.mentions else "tm_w.a_all - tm_w.a_own" ~ rd.adjust(msg, "tm_w", "ra_all", "ra_own", "to_c")) ~ " ELSE 0 END", cap) }})
+       OR {{ m.clamp("tm_w.stored", cap) }} <> {{ m.clamp("CASE WHEN tm_w.is_member = 1 THEN " ~ ("tm_w.a_own" ~ rd.adjust(rmsg, "tm_w", "ra_own", none, "to_c") if ctr.mentions else "tm_w.a_all - tm_w.a_own" ~ rd.adjust(rmsg, "tm_w", "ra_all", "ra_own", "to_c")) ~ " ELSE 0 END", cap) }})
 {% else %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
          tm_t.stored AS stored, tm_t.last_read_id AS last_read_id, tm_t.source AS source,
-         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos{{ rd.reader_cols(msg, "tm_t.adm", "tm_t.usr", ["rc", "rl", "rx"], ["tc", "tl", "tx"]) }}
+         tm_t.is_member AS is_member, tm_t.join_pos AS join_pos{{ rd.reader_cols(rmsg, "tm_t.adm", "tm_t.usr", ["rc", "rl", "rx", "rk"] if ctr.mentions else ["rc", "rl", "rx"], ["tc", "tl", "tx", "ta", "tb"]) }}
   FROM tm_t
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {{ rd.gen(msg, "tm_f", "c") }}, {{ rd.gen(msg, "tm_f", "l") }}, {{ rd.gen(msg, "tm_f", "x") }}, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c", "l", "x"], [["c", false], ["l", true], ["x", false]]) }}
+  SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {{ rd.gen(rmsg, "tm_f", "c") }}, {{ rd.gen(rmsg, "tm_f", "l") }}, {{ rd.gen(rmsg, "tm_f", "x") }}, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(rmsg, "tm_f", ["c", "l", "x", "k"] if ctr.mentions else ["c", "l", "x"], [["c", false], ["l", true], ["x", false], ["l", "any"], ["l", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range2, false) }}) tm_f
 {% else %}
@@ -163,12 +167,17 @@ tm_w1 AS (
          SUM(tm_s.x) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS x_own{% if msg.restricted %}, tm_s.adm,
          SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv {{ win }}) AS ra_all,
          SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ra_own,
+         SUM(tm_s.rl) OVER (PARTITION BY tm_s.conv {{ win }}) AS rl_all,
          SUM(tm_s.rl) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rl_own,
          SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv {{ win }}) AS rx_all,
-         SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rx_own{% endif %}{% if msg.recipient %},
+         SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rx_own{% if ctr.mentions %},
+         SUM(tm_s.rk) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rk_own{% endif %}{% endif %}{% if rmsg.recipient %},
          {{ rd.to_sum("tm_s", "tc", win) }} AS to_c,
          {{ rd.to_sum("tm_s", "tl", win) }} AS to_l,
-         {{ rd.to_sum("tm_s", "tx", win) }} AS to_x{% endif %}
+         {{ rd.to_sum("tm_s", "tx", win) }} AS to_x,
+         SUM(tm_s.ta) OVER (PARTITION BY tm_s.conv {{ win }}) AS ta_all,
+         {{ rd.to_sum("tm_s", "ta", win) }} AS ta_to,
+         SUM(tm_s.tb) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS tb_own{% endif %}
 
   FROM tm_s1 tm_s
 ),
@@ -177,11 +186,11 @@ tm_d AS {{ materialized }} (
          tm_v.is_member, tm_v.join_pos, tm_v.own_after, tm_v.excluded_after{% if msg.restricted %}, tm_v.adm{% endif %}
 
   FROM (SELECT tm_w.conv AS conv, tm_w.sender AS usr, tm_w.stored AS stored,
-               CASE WHEN tm_w.is_member = 1 THEN {% if ctr.mentions %}tm_w.a_own{% else %}tm_w.a_all - tm_w.a_own{{ rd.adjust(msg, "tm_w", "ra_all", "ra_own", "to_c") }}{% endif %} ELSE 0 END AS recomputed,
+               CASE WHEN tm_w.is_member = 1 THEN {% if ctr.mentions %}tm_w.a_own{{ rd.adjust(rmsg, "tm_w", "ra_own", none, "to_c") }}{% else %}tm_w.a_all - tm_w.a_own{{ rd.adjust(rmsg, "tm_w", "ra_all", "ra_own", "to_c") }}{% endif %} ELSE 0 END AS recomputed,
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
-               CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own{{ rd.adjust(msg, "tm_w", "rl_own", none, "to_l") }} END AS own_after,
-               {{ "tm_w.x_own" if ctr.mentions else "tm_w.x_all - tm_w.x_own" ~ rd.adjust(msg, "tm_w", "rx_all", "rx_own", "to_x") }} AS excluded_after{% if msg.restricted %},
+               CASE WHEN tm_w.sender IS NULL THEN 0 ELSE tm_w.l_own{{ rd.adjust(rmsg, "tm_w", "rl_own", none, "to_l") }} END AS own_after,
+               {{ "tm_w.x_own" ~ rd.mention_hidden(rmsg, "tm_w") if ctr.mentions else "tm_w.x_all - tm_w.x_own" ~ rd.hidden(rmsg, "tm_w") }} AS excluded_after{% if msg.restricted %},
                tm_w.adm AS adm{% endif %}
 
         FROM tm_w1 tm_w
@@ -197,10 +206,10 @@ tm_s2 AS (
   SELECT tm_d.conv AS conv, tm_d.join_pos AS pos, CASE WHEN tm_d.join_pos IS NULL THEN 1 ELSE 0 END AS tail,
          0 AS kind, tm_d.usr AS sender, 0 AS c, tm_d.stored AS stored, tm_d.recomputed AS recomputed,
          tm_d.last_read_id AS last_read_id, tm_d.source AS source, tm_d.is_member AS is_member,
-         tm_d.own_after AS own_after, tm_d.excluded_after AS excluded_after{{ rd.reader_cols(msg, "tm_d.adm", "tm_d.usr", ["rc"], ["tc"]) }}
+         tm_d.own_after AS own_after, tm_d.excluded_after AS excluded_after{{ rd.reader_cols(rmsg, "tm_d.adm", "tm_d.usr", ["rc"], ["tc"]) }}
   FROM tm_d
   UNION ALL
-  SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, {% if readers %}{{ rd.gen(msg, "tm_f", "c") }}{% else %}1{% endif %}, NULL, NULL, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(msg, "tm_f", ["c"], [["c", false]]) }}
+  SELECT tm_f.conv, tm_f.pos, 0, 1, tm_f.sender, {% if readers %}{{ rd.gen(rmsg, "tm_f", "c") }}{% else %}1{% endif %}, NULL, NULL, NULL, NULL, NULL, NULL, NULL{{ rd.message_cols(rmsg, "tm_f", ["c"], [["c", false]]) }}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, range3, true) }}) tm_f
 {% else %}
@@ -217,7 +226,7 @@ tm_w2 AS (
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_all,
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS t_own{% if msg.restricted %}, tm_s.adm,
          SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS tr_all,
-         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS tr_own{% endif %}{% if msg.recipient %},
+         SUM(tm_s.rc) OVER (PARTITION BY tm_s.conv, tm_s.sender ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS tr_own{% endif %}{% if rmsg.recipient %},
          {{ rd.to_sum("tm_s", "tc", "ORDER BY tm_s.tail, tm_s.pos DESC, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW") }} AS t_to{% endif %}
 
   FROM tm_s2 tm_s
@@ -228,7 +237,7 @@ SELECT tm_r.conv AS conv, tm_r.sender AS usr, tm_r.stored AS stored,
        CAST(tm_r.is_member AS {{ int }}) AS is_member,
        CAST({{ m.clamp("tm_r.own_after", cap) }} AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
-       CAST({{ m.clamp("tm_r.t_own" if ctr.mentions else "tm_r.t_all - tm_r.t_own" ~ rd.adjust(msg, "tm_r", "tr_all", "tr_own", "t_to"), cap) }} AS {{ int }}) AS total_countable{% if shape == "read_flags" %},
+       CAST({{ m.clamp("tm_r.t_own" ~ rd.adjust(rmsg, "tm_r", "tr_own", none, "t_to") if ctr.mentions else "tm_r.t_all - tm_r.t_own" ~ rd.adjust(rmsg, "tm_r", "tr_all", "tr_own", "t_to"), cap) }} AS {{ int }}) AS total_countable{% if shape == "read_flags" %},
        CAST(COALESCE(tm_o.rd, 0) AS {{ int }}) AS read_after,
        CAST(COALESCE(tm_o.ur, 0) AS {{ int }}) AS unread_before{% endif %}
 

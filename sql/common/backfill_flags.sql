@@ -8,7 +8,8 @@
       oo_unread : flag rows saying unread at or before t: the watermark marks them read
                   (none when the watermark came from the flags themselves).
     The flag rows are those of the first read_flags evidence (its table, filter and `read`),
-    joined by message to the batch's messages (the messages' conversation range), the
+    joined by message (and, with `conversation`, issue 29 row 11, by conversation) to the
+    batch's messages (the messages' conversation range), the
     messages row `this` for `countable` as everywhere; one grouped pass, joined by member. -#}
 {% import "macros.sql" as m %}
 {% import "evidence_macros.sql" as evf %}
@@ -39,11 +40,11 @@ LEFT JOIN (SELECT tm_z.conv AS conv, tm_z.usr AS usr,
                  FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
                  WHERE 1 = 1{{ m.range("this." ~ msg.conv, range, msg.conv_k) }}) tm_mm
              ON tm_mm.conv = tm_z.conv
-           JOIN (SELECT {{ m.out("this." ~ e.user, e.user_k) }} AS usr, CAST(this.{{ e.column }} AS {{ int }}) AS msg,
+           JOIN (SELECT {{ m.out("this." ~ e.user, e.user_k) }} AS usr, CAST(this.{{ e.column }} AS {{ int }}) AS msg,{% if e.conv %} {{ m.out("this." ~ e.conv, msg.conv_k) }} AS conv,{% endif %}
                         CASE WHEN ({{ e.read }}) THEN 1 ELSE 0 END AS rd
                  {{ evf.from(e) }}
                  WHERE 1 = 1{{ evf.filter(e) }}) tm_fl
-             ON tm_fl.msg = tm_mm.pos AND tm_fl.usr = tm_z.usr
+             ON tm_fl.msg = tm_mm.pos AND tm_fl.usr = tm_z.usr{% if e.conv %} AND tm_fl.conv = tm_mm.conv{% endif %}
            GROUP BY tm_z.conv, tm_z.usr) tm_o
        ON tm_o.conv = tm_q.conv AND tm_o.usr = tm_q.usr
 {% endif %}

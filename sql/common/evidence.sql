@@ -88,7 +88,8 @@ LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(tm_m.{{ msg.id }})
 {# ==== kind: read_flags ==== #}
 {#- Issue 22, semantics.md "Shape C": the flag rows (`e.table` as `this`, kept by its filter)
     of the batch's messages (`tm_fm`, read by the messages' conversation range; a flag row's
-    conversation is its message's), grouped per member: the lowest position whose flag is
+    conversation is its message's; with `conversation` (issue 29 row 11) the flag row joins
+    its message on the conversation too), grouped per member: the lowest position whose flag is
     not read (`read` not true: NULL counts as unread). Below it, the greatest position is a
     non-equality, so a correlated MAX per member with an unread flag on the messages'
     (conversation, position) index, as timestamp evidence does; none unread: the
@@ -102,7 +103,7 @@ LEFT JOIN (SELECT tm_g.conv AS conv, tm_g.usr AS usr,
                   END AS v
            FROM (SELECT {{ cv }} AS conv, {{ uv }} AS usr,
                         MIN(CASE WHEN ({{ e.read }}) THEN NULL ELSE CAST(tm_fm.{{ msg.id }} AS {{ int }}) END) AS lo
-                 {{ evf.from(e) }} JOIN {{ msg.table }} tm_fm ON tm_fm.{{ msg.id }} = this.{{ e.column }}
+                 {{ evf.from(e) }} JOIN {{ msg.table }} tm_fm ON tm_fm.{{ msg.id }} = this.{{ e.column }}{% if e.conv %} AND tm_fm.{{ msg.conv }} = this.{{ e.conv }}{% endif %}
                  WHERE 1 = 1{{ m.range("tm_fm." ~ msg.conv, range, msg.conv_k) }}{{ evf.filter(e) }}
                  GROUP BY {{ cv }}, {{ uv }}) tm_g
            LEFT JOIN (SELECT {{ xv }} AS conv, CAST(MAX(tm_x.{{ msg.id }}) AS {{ int }}) AS v

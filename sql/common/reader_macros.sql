@@ -22,8 +22,8 @@
 {% macro res(msg, f, v) %}CASE WHEN {{ f }}.rs = 1{% if msg.recipient %} AND {{ f }}.rcp IS NULL{% endif %} THEN {{ f }}.{{ v }} ELSE 0 END{% endmacro %}
 
 {#- The flag `v` of an addressed message: `own` false: addressed to another than its sender;
-    true: addressed to its own sender. -#}
-{% macro adr(f, v, own) %}CASE WHEN {{ f }}.rcp IS NOT NULL AND {% if own %}{{ f }}.sender = {{ f }}.rcp{% else %}({{ f }}.sender IS NULL OR {{ f }}.sender <> {{ f }}.rcp){% endif %} THEN {{ f }}.{{ v }} ELSE 0 END{% endmacro %}
+    true: addressed to its own sender; "any": addressed, whoever sent it. -#}
+{% macro adr(f, v, own) %}CASE WHEN {{ f }}.rcp IS NOT NULL{% if own == "any" %}{% elif own %} AND {{ f }}.sender = {{ f }}.rcp{% else %} AND ({{ f }}.sender IS NULL OR {{ f }}.sender <> {{ f }}.rcp){% endif %} THEN {{ f }}.{{ v }} ELSE 0 END{% endmacro %}
 
 {#- A threshold row's extra columns (`names`: each restricted or addressed flag, all 0),
     with its admission `adm` and its reader as `rcp`. -#}
@@ -42,3 +42,20 @@
     (`all` - `own`, or `all` alone) for a reader not admitted, plus the count addressed to the
     reader (`to`). Empty without the keys. -#}
 {% macro adjust(msg, w, all, own, to) %}{% if msg.restricted %} - (1 - {{ w }}.adm) * ({{ w }}.{{ all }}{% if own %} - {{ w }}.{{ own }}{% endif %}){% endif %}{% if msg.recipient %} + {{ w }}.{{ to }}{% endif %}{% endmacro %}
+
+{#- Issue 29 row 15 (semantics.md "Messages only some readers count"): what the excluded
+    count (`x_all - x_own`, the messages every reader counts that the legacy counter counted
+    but are not countable) adds at a threshold row `w` for the messages the rule keeps from
+    the reader, which are, for that reader, not countable: a restricted message's legacy
+    count (`rl_all - rl_own`) in place of its not-countable count (`rx_all - rx_own`) for a
+    reader not admitted; the addressed messages' not-countable count of the reader (`to_x`),
+    and every legacy-counted message addressed to another reader and not the reader's own
+    (`ta_all - ta_to - tb_own`: all addressed, minus those addressed to the reader, minus the
+    reader's own addressed to another). Empty without the keys. -#}
+{% macro hidden(msg, w) %}{% if msg.restricted %} + (1 - {{ w }}.adm) * (({{ w }}.rl_all - {{ w }}.rl_own) - ({{ w }}.rx_all - {{ w }}.rx_own)){% endif %}{% if msg.recipient %} + {{ w }}.to_x + ({{ w }}.ta_all - {{ w }}.ta_to - {{ w }}.tb_own){% endif %}{% endmacro %}
+
+{#- The same for a mention counter (issue 29 row 16): its stream already counts a mention of
+    a message addressed to another reader as excluded (mention_macros.sql), so only the
+    restricted rows that were countable and legacy-counted (`rk_own`) are added for a reader
+    not admitted. Empty without `restricted`. -#}
+{% macro mention_hidden(msg, w) %}{% if msg.restricted %} + (1 - {{ w }}.adm) * {{ w }}.rk_own{% endif %}{% endmacro %}

@@ -165,12 +165,21 @@ pub struct CtrIdents {
 
 /// A quoted `mentions` table of a mention counter: `message` matches the messages column
 /// `key` (`messages.id` unless the mapping names another), `user` is the mentioned user.
+/// With `[counter] mentioned` (issue 29 row 16) the table's fields are empty and `predicate`
+/// is the mention predicate over the message `this` and the reader's user row `usr`, the
+/// readers being `readers` (`[members]`, else the counter table) with its `readers_user` and
+/// `readers_conv` columns, and `usr` the `[users]` row joined when the predicate reads it.
 #[derive(Debug, Clone, Serialize)]
 pub struct MentionIdents {
     pub table: String,
     pub message: String,
     pub user: String,
     pub key: String,
+    pub predicate: Option<String>,
+    pub readers: String,
+    pub readers_user: String,
+    pub readers_conv: String,
+    pub usr: Option<RowIdents>,
 }
 
 /// One quoted `[[evidence]]` entry (`conv` empty for a timestamp keyed by the user alone).
@@ -207,6 +216,50 @@ pub struct LookupIdents {
     pub conv: Option<String>,
     /// How `conv` is compared.
     pub conv_k: KeyCompare,
+}
+
+/// The mention counter's [`MentionIdents`] (a mentions table, or the `mentioned` predicate
+/// over the readers of `[members]`, else of the counter table), None for another counter.
+fn mention_idents(mapping: &Mapping, dialect: Dialect) -> Option<MentionIdents> {
+    let q = |s: &str| dialect.quote(s);
+    let ctr = &mapping.counter;
+    if let Some(mn) = &ctr.mentions {
+        return Some(MentionIdents {
+            table: q(&mn.table),
+            message: q(&mn.message),
+            user: q(&mn.user),
+            key: q(mn.key.as_deref().unwrap_or(&mapping.messages.id)),
+            predicate: None,
+            readers: String::new(),
+            readers_user: String::new(),
+            readers_conv: String::new(),
+            usr: None,
+        });
+    }
+    let pred = ctr.mentioned.as_ref()?;
+    let (table, user, conv) = match &mapping.members {
+        Some(mb) => (
+            mb.table.as_str(),
+            mb.user.as_str(),
+            mb.conversation.as_str(),
+        ),
+        None => (
+            mapping.counter_table(),
+            ctr.user.as_deref().unwrap_or_default(),
+            ctr.conversation.as_deref().unwrap_or_default(),
+        ),
+    };
+    Some(MentionIdents {
+        table: String::new(),
+        message: String::new(),
+        user: String::new(),
+        key: String::new(),
+        predicate: Some(pred.clone()),
+        readers: q(table),
+        readers_user: q(user),
+        readers_conv: q(conv),
+        usr: Joins::new(mapping, dialect, RowRefs::of(Some(pred))).usr,
+    })
 }
 
 impl SqlContext {
@@ -274,12 +327,7 @@ impl SqlContext {
                 ),
                 conv_k: KeyCompare::default(),
                 user_k: KeyCompare::default(),
-                mentions: ctr.mentions.as_ref().map(|mn| MentionIdents {
-                    table: q(&mn.table),
-                    message: q(&mn.message),
-                    user: q(&mn.user),
-                    key: q(mn.key.as_deref().unwrap_or(&m.id)),
-                }),
+                mentions: mention_idents(mapping, dialect),
                 pos: String::new(),
                 unread: String::new(),
             },
@@ -338,7 +386,11 @@ impl SqlContext {
     /// with the columns `tm_conv`, `tm_usr`, `tm_pos` (the message's position) and
     /// `tm_unread` (1 unless `read` is true), summed per member: every template that reads
     /// the counter (`counter_rows`, the batch bounds) reads the number of unread flags. The
-    /// flag row is `this` inside it, as `read` and `rows` see it. Other shapes unchanged.
+    /// flag row is `this` inside it, as `read` and `rows` see it. With `[counter]
+    /// conversation` (issue 29 row 11) the flag row joins its message on the conversation
+    /// too, so that a position unique only within a conversation names one message (without
+    /// it the preflight requires the position unique across the messages table:
+    /// `crate::schema::flag_keys`). Other shapes unchanged.
     fn with_read_flags(mut self, mapping: &Mapping, dialect: Dialect) -> SqlContext {
         let c = &mapping.counter;
         let (Shape::ReadFlags, Some(user), Some(message), Some(read)) =
@@ -352,9 +404,14 @@ impl SqlContext {
             .as_deref()
             .map(|r| format!(" AND ({r})"))
             .unwrap_or_default();
+        let same_conv = c
+            .conversation
+            .as_deref()
+            .map(|fc| format!(" AND tm_fm.{} = this.{}", self.msg.conv, q(fc)))
+            .unwrap_or_default();
         self.ctr = CtrIdents {
             table: format!(
-                "(SELECT tm_fm.{conv} AS {tc}, this.{user} AS {tu}, CAST(tm_fm.{id} AS {int}) AS {tp}, CASE WHEN ({read}) THEN 0 ELSE 1 END AS {tr} FROM {flags} this JOIN {msgs} tm_fm ON tm_fm.{id} = this.{message} WHERE 1 = 1{rows})",
+                "(SELECT tm_fm.{conv} AS {tc}, this.{user} AS {tu}, CAST(tm_fm.{id} AS {int}) AS {tp}, CASE WHEN ({read}) THEN 0 ELSE 1 END AS {tr} FROM {flags} this JOIN {msgs} tm_fm ON tm_fm.{id} = this.{message}{same_conv} WHERE 1 = 1{rows})",
                 conv = self.msg.conv,
                 tc = q("tm_conv"),
                 user = q(user),

@@ -20,6 +20,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/preflight_mentions.sql"),
     ),
     (
+        "preflight_flag_messages.sql",
+        include_str!("../../sql/common/preflight_flag_messages.sql"),
+    ),
+    (
         "evidence_macros.sql",
         include_str!("../../sql/common/evidence_macros.sql"),
     ),

@@ -11,8 +11,9 @@
 //! counter table: the audit's batches and the contract's archive are that table's); a
 //! `countable` is one SQL expression over the messages row (`this`, `conv`); a mention counter
 //! is `per_member` and is no backfill evidence (the first counter is the evidence of
-//! `[[evidence]] kind = "counter"`, so it may not be a mention counter then), and is not
-//! combined with `[messages] restricted` or `recipient` (not defined yet).
+//! `[[evidence]] kind = "counter"`, so it may not be a mention counter then). Beside
+//! `[messages] restricted` or `recipient` a mention counts for a reader only where the message
+//! counts for that reader (issue 29 row 16, semantics.md "Several counters per member").
 
 use toml::Spanned;
 
@@ -92,14 +93,22 @@ pub(super) fn parse(
                 .map_err(|why| at(t, "countable", format!("counter.countable: {why}")))?;
             ck.row_names(t, "counter.countable", Some(p), has, false)?;
         }
-        if let Some(m) = &c.mentions {
-            if messages.restricted.is_some() || messages.recipient.is_some() {
+        if let Some(p) = &c.mentioned {
+            if c.mentions.is_some() {
+                return Err(at(t, "mentioned", "counter.mentioned: a mention counter reads a mentions table (mentions) or a predicate (mentioned), not both".into()));
+            }
+            if c.shape != Shape::PerMember {
                 return Err(at(
                     t,
-                    "mentions",
-                    "counter.mentions: a mention counter cannot be combined with [messages] restricted or recipient yet (whether a mention counts for a reader who may not see the message is not defined); map the mention counter in a mapping of its own without them".into(),
+                    "mentioned",
+                    "counter.mentioned: a mention counter is shape \"per_member\"".into(),
                 ));
             }
+            check_predicate(p)
+                .map_err(|why| at(t, "mentioned", format!("counter.mentioned: {why}")))?;
+            ck.row_names(t, "counter.mentioned", Some(p), has, true)?;
+        }
+        if let Some(m) = &c.mentions {
             if c.shape != Shape::PerMember {
                 return Err(at(
                     t,
@@ -125,7 +134,7 @@ pub(super) fn parse(
             }
         }
     }
-    if first.mentions.is_some() {
+    if first.mentions.is_some() || first.mentioned.is_some() {
         if let Some((_, span)) = evidence
             .iter()
             .zip(&raw.evidence)
@@ -160,6 +169,22 @@ pub(super) fn predicate_sites(
                     at: format!("{}:{line}:{col}", loc.origin),
                 });
             }
+        }
+    }
+    // Issue 29 row 16: each counter's mention predicate, the first's included.
+    for (i, (c, table)) in counters.iter().zip(&raw.counters).enumerate() {
+        if let Some(pred) = &c.mentioned {
+            let span = loc.value_span(table, "mentioned");
+            let (line, col) = line_col(loc.text, span.unwrap_or(table.span()).start);
+            out.push(PredicateSite {
+                key: if i == 0 {
+                    "counter.mentioned".to_string()
+                } else {
+                    format!("counter[{}].mentioned", i + 1)
+                },
+                text: pred.clone(),
+                at: format!("{}:{line}:{col}", loc.origin),
+            });
         }
     }
     out

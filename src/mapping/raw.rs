@@ -154,7 +154,8 @@ impl RawEvidence {
             EvidenceKind::ReadFlags => Evidence::ReadFlags(EvidenceSource {
                 table: self.table.clone()?,
                 user: self.user.clone()?,
-                conversation: None,
+                // Issue 29 row 11: the flag row's conversation, where it names one.
+                conversation: self.conversation.clone(),
                 column: self.message.clone()?,
                 filter: self.filter.clone(),
                 lookup: None,

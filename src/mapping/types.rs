@@ -176,6 +176,13 @@ pub struct Counter {
     /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mentions: Option<Mentions>,
+    /// A mention counter without a mentions table (issue 29 row 16): an SQL predicate over the
+    /// message `this` and the reader's `[users]` row `usr` (and `conv`), true when the message
+    /// mentions that reader (`this.body LIKE '%@' || usr.username || '%'`). The readers are
+    /// the `[members]` rows (without `[members]`, the counter's rows) of the message's
+    /// conversation. Exclusive with `mentions`. Left out of the fingerprint when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mentioned: Option<String>,
     /// Shape `read_flags`: the flag row's message column, holding a `[messages] id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

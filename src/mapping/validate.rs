@@ -225,7 +225,8 @@ impl Checker<'_> {
     }
 
     /// Shape `read_flags` (semantics.md "Shape C"): `table`, `user`, `message` and `read` are
-    /// required, `rows` may say which flag rows count; no `conversation` (the message's),
+    /// required, `rows` may say which flag rows count, `conversation` (issue 29 row 11) may
+    /// name the flag row's conversation column (where positions are per conversation); no
     /// `column`, `value` or `combine` (the value is the number of unread flags); needs
     /// `[members]` (who is owed, and the watermarks' keys).
     fn flags_counter(
@@ -234,13 +235,16 @@ impl Checker<'_> {
         counter: &Counter,
         has_members: bool,
     ) -> anyhow::Result<()> {
-        for key in ["conversation", "column", "value", "combine"] {
+        for key in ["column", "value", "combine"] {
             if self.key_span(c, key).is_some() {
                 return Err(self.at(
                     self.key_span(c, key),
-                    &format!("counter.{key}: shape \"read_flags\" takes table, user, message, read and an optional rows (the stored value is the number of unread flags; the conversation is the message's)"),
+                    &format!("counter.{key}: shape \"read_flags\" takes table, user, message, read, an optional conversation and an optional rows (the stored value is the number of unread flags; the conversation is the message's)"),
                 ));
             }
+        }
+        if let Some(conv) = &counter.conversation {
+            self.ident(c, "counter", "conversation", conv, false)?;
         }
         for (key, value) in [
             ("table", &counter.table),
@@ -349,18 +353,18 @@ impl Checker<'_> {
     }
 
     /// `read_flags` evidence (issue 22): `table`, `user`, `message` (identifiers) and `read`
-    /// (a predicate) are required; an optional `filter`; no `conversation` (the message's),
-    /// `column` or `lookup`.
+    /// (a predicate) are required; an optional `filter` and an optional `conversation` (issue
+    /// 29 row 11: the flag row's conversation column); no `column` or `lookup`.
     fn read_flags_evidence(
         &self,
         raw_e: &Spanned<toml::Table>,
         e: &RawEvidence,
     ) -> anyhow::Result<()> {
-        for key in ["conversation", "column", "lookup"] {
+        for key in ["column", "lookup"] {
             if self.key_span(raw_e, key).is_some() {
                 return Err(self.at(
                     self.key_span(raw_e, key),
-                    &format!("evidence.{key}: kind \"read_flags\" takes table, user, message, read and an optional filter (its conversation is the message's)"),
+                    &format!("evidence.{key}: kind \"read_flags\" takes table, user, message, read, an optional conversation and an optional filter (its conversation is the message's)"),
                 ));
             }
         }
@@ -376,6 +380,9 @@ impl Checker<'_> {
                 ));
             };
             self.ident(raw_e, "evidence", key, value, key == "table")?;
+        }
+        if let Some(conv) = &e.conversation {
+            self.ident(raw_e, "evidence", "conversation", conv, false)?;
         }
         let Some(read) = &e.read else {
             return Err(self.at(

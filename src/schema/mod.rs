@@ -10,6 +10,7 @@ pub mod column_types;
 pub mod counter_values;
 pub mod evidence_share;
 pub mod key_families;
+pub mod flag_keys;
 pub mod keys;
 pub mod positions;
 pub mod preflight;

@@ -56,18 +56,21 @@ pub async fn preflight(
         first.get_or_insert(collations);
     }
     positions::check(conn, mapping, dialect).await?;
+    super::flag_keys::check(conn, mapping, dialect).await?;
     first.ok_or_else(|| input_error("the mapping has no counter"))
 }
 
 /// A mention counter's mentions table (`[[counter]] mentions`): its columns and the messages
-/// column they match, with a zero-row query; nothing for another counter.
+/// column they match, with a zero-row query; or its mention predicate (`mentioned`, issue 29
+/// row 16) over the messages and the readers; nothing for another counter.
 ///
 /// Errors (exit 2): the table or a column is missing, named by `counter.mentions` and where
 /// it is written; exit 3 for a lock wait or a missing privilege.
 async fn check_mentions(conn: &mut AnyConnection, view: &Mapping, dialect: Dialect) -> Result<()> {
-    let Some(mn) = &view.counter.mentions else {
+    let (mn, mentioned) = (&view.counter.mentions, &view.counter.mentioned);
+    if mn.is_none() && mentioned.is_none() {
         return Ok(());
-    };
+    }
     let ctx = SqlContext::new(view, dialect);
     let sql = render("preflight_mentions.sql", &ctx, minijinja::context! {})?;
     if let Err(e) = sqlx::raw_sql(&sql).execute(&mut *conn).await {
@@ -75,6 +78,14 @@ async fn check_mentions(conn: &mut AnyConnection, view: &Mapping, dialect: Diale
         if Dialect::error_is_lock_wait(&e) || is_permission_denied(&e) {
             return Err(e);
         }
+        let Some(mn) = mn else {
+            return Err(input_error(format!(
+                "{} = {:?} does not match the database (a predicate over the message `this` and the reader's [users] row `usr`): {}",
+                view.located("counter.mentioned"),
+                mentioned.as_deref().unwrap_or_default(),
+                crate::error::masked(&format!("{e:#}"))
+            )));
+        };
         return Err(input_error(format!(
             "{} = {{ table = {:?}, message = {:?}, user = {:?} }} does not match the database (messages.{} is matched against the message column): {}",
             view.located("counter.mentions"),

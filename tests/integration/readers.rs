@@ -219,7 +219,7 @@ async fn discourse_whispers(backend: Backend) {
             checked: 9,
             sums: (2, 1),
             report: vec![
-                "10,4,2,1,1,overcount,6,position",
+                "10,4,2,1,1,excluded_counted,6,position",
                 "20,1,2,3,-1,undercount,1,position",
                 "20,3,,2,,null_counter,,",
             ],

@@ -202,7 +202,7 @@ pub(super) fn counter_summaries(mapping: &Mapping) -> Vec<CounterSummary> {
         .map(|c| CounterSummary {
             name: c.name.clone().unwrap_or_default(),
             value: c.value.clone().unwrap_or_else(|| c.column.clone()),
-            mentions: c.mentions.is_some(),
+            mentions: c.mentions.is_some() || c.mentioned.is_some(),
             by_class: crate::drift::DriftClass::ALL
                 .iter()
                 .map(|k| (k.as_str().to_string(), 0))

@@ -136,13 +136,10 @@ pub struct Legacy {
 /// such a message is one of that reader's excluded messages (`excluded_counted`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Hidden {
-    /// Issue 22's reading: a message hidden from a reader is not the reader's at all (neither
-    /// counted nor excluded); excluded are only the not countable messages the reader sees.
-    #[default]
-    Unseen,
     /// semantics.md since issue 29 (row 15), the mapping without `legacy_countable`: the legacy
     /// counter counted everything, so a hidden message after the watermark (not the reader's
     /// own) is excluded, as a deleted one is.
+    #[default]
     Counted,
     /// The mapping's `legacy_countable` says the legacy counter never counted restricted or
     /// addressed messages: excluded are the not countable messages that are neither.
@@ -479,7 +476,6 @@ fn member_facts_of(
         orphan: !is_member,
         own: count(&|m| m.id > t && !not_own(m)),
         excluded: match l.hidden {
-            Hidden::Unseen => count(&|m| m.id > t && not_own(m) && !m.countable()),
             Hidden::NotCounted => count(&|m| {
                 m.id > t
                     && not_own(m)
