@@ -136,6 +136,23 @@ pub trait Sessions: Sync {
         &[]
     }
 
+    /// Sets the time zone this session compares times in (semantics.md "Backfill", timestamp
+    /// evidence; issue 29 row 2): `zone` when the DBA names one (`--time-zone`), else the
+    /// zone the database's own session would have (PostgreSQL: the role's and database's
+    /// `timezone` setting, which the driver's startup `TimeZone=UTC` hides; MySQL/MariaDB:
+    /// `@@global.time_zone`, which the driver's `+00:00` hides). Run once on every new
+    /// connection ([`crate::db::Dsn::connect`]). SQLite has no session zone: nothing.
+    ///
+    /// Errors (exit 2): the server does not know `zone`, named with the server's reason.
+    /// Reading the database's own zone never fails the connection (the driver's zone stays).
+    fn session_time_zone<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _zone: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// The statements, in order, that open a read transaction whose statements all see one
     /// consistent snapshot (seed 000 §2: a message that arrives during a batch is never
     /// marked read by it). Used by [`crate::db::tx::begin_snapshot`].

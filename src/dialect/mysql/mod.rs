@@ -12,6 +12,7 @@ mod catalog;
 mod ddl;
 pub mod galera;
 mod locks;
+mod zone;
 
 /// MySQL 8.0 or later and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then a lock row, [`galera`]).
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +174,14 @@ impl Spelling for Mysql {
 }
 
 impl Sessions for Mysql {
+    fn session_time_zone<'a>(
+        &'a self,
+        conn: &'a mut sqlx::AnyConnection,
+        zone: Option<&'a str>,
+    ) -> crate::dialect::BoxFuture<'a, Result<()>> {
+        zone::apply(conn, zone)
+    }
+
     fn begin_snapshot_sql(&self) -> &'static [&'static str] {
         &[
             "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
