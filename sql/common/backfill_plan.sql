@@ -87,7 +87,7 @@ WITH tm_subj AS (
   FROM (SELECT DISTINCT tm_subj.conv AS conv FROM tm_subj) tm_c
   LEFT JOIN (SELECT DISTINCT {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }} AS conv
              FROM {{ msg.table }} tm_recent
-             WHERE tm_recent.{{ msg.created_at }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}) tm_q
+             WHERE {{ msg.time | replace("{v}", "tm_recent." ~ msg.created_at) }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}) tm_q
          ON tm_q.conv = tm_c.conv
 )
 {% endif %}

@@ -38,11 +38,12 @@ FROM (SELECT {{ cv }} AS conv, CAST({{ evf.value(e) }} AS {{ int }}) AS v
 {% else %}
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM {{ msg.table }} tm_m
-                          WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.created_at }} <= tm_v.t)
+                          WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND {{ msg.time | replace("{v}", "tm_m." ~ msg.created_at) }} <= tm_v.t)
                      THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
-FROM (SELECT {{ cv }} AS conv, this.{{ e.column }} AS t
+{% set tv = e.time | replace("{v}", "this." ~ e.column) %}
+FROM (SELECT {{ cv }} AS conv, {{ tv }} AS t
       {{ evf.from(e) }}
-      WHERE this.{{ e.column }} IS NOT NULL{{ evf.filter(e) }}
+      WHERE {{ tv }} IS NOT NULL{{ evf.filter(e) }}
       LIMIT {{ sample }}) tm_v
 {% endif %}
 {% endif %}

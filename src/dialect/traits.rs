@@ -67,6 +67,15 @@ pub trait Spelling: Sync + std::fmt::Debug {
     /// columns (`--min-age` on a timestamp `created_at`).
     fn seconds_ago(&self, secs: u64) -> String;
 
+    /// How a time column is read where two times are compared (semantics.md "Backfill",
+    /// timestamp evidence; issue 29 rows 3 and 5): a pattern over `{v}` (the column), NULL
+    /// for a value that is no time. `evidence`: the "read at" time of timestamp evidence
+    /// (else a message's or a join time). The identity where the engine compares its time
+    /// types itself (PostgreSQL).
+    fn time_value(&self, _evidence: bool) -> &'static str {
+        "{v}"
+    }
+
     /// An integer expression over `{col}` that hashes a text key, for `--sample`.
     ///
     /// Errors (exit 2): the engine has no built-in hash for text.

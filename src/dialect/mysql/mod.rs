@@ -60,6 +60,18 @@ impl Spelling for Mysql {
         Ok("CRC32({col})")
     }
 
+    fn time_value(&self, evidence: bool) -> &'static str {
+        // Issue 29 row 5: a zero date ('0000-00-00') or one with a zero month or day
+        // ('2024-06-00'), which MariaDB keeps where the SQL mode allows it and orders before
+        // every real date, is no "read at" time. Messages' own times are compared as they are
+        // (their index stays usable).
+        if evidence {
+            "(CASE WHEN CAST({v} AS CHAR) REGEXP '^[0-9]{4}-(00-|[0-9]{2}-00)' THEN NULL ELSE {v} END)"
+        } else {
+            "{v}"
+        }
+    }
+
     fn seconds_ago(&self, secs: u64) -> String {
         format!("(CURRENT_TIMESTAMP(6) - INTERVAL {secs} SECOND)")
     }
