@@ -411,6 +411,15 @@ pub trait Catalog: Sync {
     fn dates_in_text(&self) -> bool {
         false
     }
+
+    /// Whether a date/time column of type `declared` (as `column_type.sql` returns it) holds
+    /// an instant (PostgreSQL `timestamp with time zone`, MySQL/MariaDB `TIMESTAMP`, kept in
+    /// UTC and shown in the session's zone) rather than a wall time without zone (`timestamp`,
+    /// `DATETIME`): the two compare through the session's time zone (issue 29 row 2,
+    /// [`crate::schema::time_kinds`]). False where the engine has no such types (SQLite).
+    fn time_has_zone(&self, _declared: &str) -> bool {
+        false
+    }
 }
 
 /// The contract's drop, owned whole by each engine: the lock it takes, the check inside it, the

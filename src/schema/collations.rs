@@ -43,6 +43,9 @@ pub struct KeyCollations {
     pub dialect: Dialect,
     /// Every text key column found, in the mapping's order (conversations first).
     pub columns: Vec<KeyColumn>,
+    /// The preflight's other notices, reported with the collations' (issue 29 row 2: time
+    /// columns of different kinds, [`crate::schema::time_kinds`]).
+    pub other_notices: Vec<String>,
 }
 
 impl KeyCollations {
@@ -125,6 +128,7 @@ impl KeyCollations {
         Ok(KeyCollations {
             dialect,
             columns: found,
+            other_notices: Vec::new(),
         })
     }
 
@@ -190,7 +194,10 @@ impl KeyCollations {
 
     /// The notice as a list (empty or one line), for a stage's summary.
     pub fn notices(&self) -> Vec<String> {
-        self.notice().into_iter().collect()
+        self.notice()
+            .into_iter()
+            .chain(self.other_notices.iter().cloned())
+            .collect()
     }
 
     /// `ctx` for these collations: unchanged when every family is in one collation; else each
@@ -246,6 +253,7 @@ mod tests {
         let bin = "utf8mb4_bin";
         let users_mixed = KeyCollations {
             dialect: Dialect::Mysql,
+            other_notices: Vec::new(),
             columns: vec![
                 column("messages", "conv_id", Family::Conversation, ci),
                 column("unread_counters", "conv_id", Family::Conversation, ci),
@@ -273,6 +281,7 @@ mod tests {
     fn a_family_in_two_collations_is_named_column_by_column() {
         let mut kc = KeyCollations {
             dialect: Dialect::Mysql,
+            other_notices: Vec::new(),
             columns: vec![
                 column(
                     "messages",

@@ -12,6 +12,7 @@ pub mod evidence_share;
 pub mod keys;
 pub mod preflight;
 pub mod sections;
+pub mod time_kinds;
 
 pub use collations::{Family, KeyCollations, KeyColumn};
 pub use keys::{key_type, watermark_key_types, KeyKind, KeyType};
