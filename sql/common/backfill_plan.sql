@@ -7,7 +7,8 @@
     v (the watermark to write, NULL for none) and src (its provenance); kept (1: the counter was
     the only evidence and a watermark exists, left alone); held (1: evidence was left for a
     later run by the settle time); unrep (1: the counter chosen is negative or exceeds the
-    countable messages).
+    countable messages); notime (1: the member's timestamp evidence held only values that are
+    no time, issue 29 rows 3 and 5).
 
     The watermark table is read through the batch's range too (its (conversation_id, user_id)
     index): joined whole, PostgreSQL hashed the entire table once per batch, a cost that grows
@@ -100,6 +101,9 @@ WITH tm_subj AS (
          CAST(tm_x.last_read_id AS {{ int }}) AS ex,
 {% for e in evidence %}
          {{ ev.value(e, loop.index, msg, int) }} AS ev{{ loop.index }},
+{% if e.kind == "timestamp" %}
+         {{ ev.timestamp_notime(e, loop.index) }} AS nt{{ loop.index }},
+{% endif %}
 {% endfor %}
 {% if has_counter %}
          tm_r.pos AS rk_pos, tm_r.representable AS rk_rep,
@@ -137,6 +141,9 @@ tm_ef AS (
 {% elif e.kind == "timestamp" or e.kind == "read_flags" %}
          CASE WHEN tm_v.uns = 1 THEN NULL ELSE tm_v.ev{{ i }} END AS e{{ i }},
          CASE WHEN tm_v.uns = 1 AND tm_v.ev{{ i }} IS NOT NULL THEN 1 ELSE 0 END AS h{{ i }},
+{% if e.kind == "timestamp" %}
+         tm_v.nt{{ i }} AS nt{{ i }},
+{% endif %}
 {% elif e.kind == "counter" %}
          CASE WHEN tm_v.act = 0 OR tm_v.ev{{ i }} IS NULL THEN NULL
               WHEN tm_v.ev{{ i }} <= 0 AND tm_v.uns = 1 AND tm_v.ex IS NULL THEN NULL
@@ -158,6 +165,7 @@ tm_ch AS (
          {{ chain(evidence, policy, "value") }} AS cv,
          {{ chain(evidence, policy, "source") }} AS cs,
          {{ chain(evidence, policy, "unrep") }} AS unrep,
+         CASE WHEN {% for e in evidence %}{% if e.kind == "timestamp" %}tm_f.nt{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END AS notime,
 
          {{ own_column(evidence, int) }} AS own
 
@@ -176,7 +184,7 @@ SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
        CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN 0
             WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN 1
             ELSE 0 END AS kept,
-       tm_c.held AS held, tm_c.unrep AS unrep
+       tm_c.held AS held, tm_c.unrep AS unrep, tm_c.notime AS notime
 FROM tm_ch tm_c{% if has_flags %}
 )
 {% include "backfill_flags.sql" %}{% endif %}

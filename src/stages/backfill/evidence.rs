@@ -268,6 +268,7 @@ fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Resu
     summary.left_without_evidence += n("left_none")?;
     summary.no_evidence += n("no_evidence")?;
     summary.unrepresentable_counters += n("unrep")?;
+    summary.times_not_times += n("no_time")?;
     if let Some(f) = summary.read_flags.as_mut() {
         // Only a plan with read_flags evidence has these columns (backfill_tally.sql).
         let count = n("n_read_flags")?;
