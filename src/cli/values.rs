@@ -27,7 +27,7 @@ pub struct Common {
     /// the database's own: by default the role's or database's `timezone` (PostgreSQL) or
     /// `@@global.time_zone` (MariaDB/MySQL), as `psql` / `mysql` sessions get it. Matters
     /// where a time without zone meets one with zone, and for the settle time.
-    #[arg(long, value_name = "ZONE")]
+    #[arg(long, value_name = "ZONE", allow_hyphen_values = true)]
     pub time_zone: Option<String>,
 }
 

@@ -68,6 +68,7 @@ mod secrets;
 mod several_counters;
 mod snapshot;
 mod synapse;
+mod time_evidence;
 mod tolerance;
 mod total_minus_seen;
 mod two_connections;
