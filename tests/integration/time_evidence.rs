@@ -104,7 +104,10 @@ fn tm(dir: &Path, db: &TestDb, args: &[&str]) -> Run {
 }
 
 /// A test database with [`MAPPING`] written into a fresh folder.
-async fn setup(backend: Backend, label: &str) -> Option<(TestDb, tempfile::TempDir, AnyConnection)> {
+async fn setup(
+    backend: Backend,
+    label: &str,
+) -> Option<(TestDb, tempfile::TempDir, AnyConnection)> {
     let db = TestDb::create(backend, label).await?;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("m.toml"), MAPPING).unwrap();
@@ -283,7 +286,13 @@ async fn text_times_compare_as_times(backend: Backend) {
     };
     let d = dir.path();
     let sqlite = backend == Backend::Sqlite;
-    let t = |lite: &str, server: &str| if sqlite { lite.to_string() } else { server.to_string() };
+    let t = |lite: &str, server: &str| {
+        if sqlite {
+            lite.to_string()
+        } else {
+            server.to_string()
+        }
+    };
     let ty = match backend {
         Backend::Sqlite => "DATETIME",
         Backend::Postgres => "timestamptz",
@@ -300,7 +309,10 @@ async fn text_times_compare_as_times(backend: Backend) {
     let mut reads = vec![
         ("u1", t("'2024-06-01T00:00:00Z'", "'2024-06-01 00:00:00'")),
         ("u2", t("'2024-06-01T00:02:30'", "'2024-06-01 00:02:30'")),
-        ("u3", t("'2024-06-01 02:02:30+02:00'", "'2024-06-01 00:02:30'")),
+        (
+            "u3",
+            t("'2024-06-01 02:02:30+02:00'", "'2024-06-01 00:02:30'"),
+        ),
         ("u4", t("1717200150", "'2024-06-01 00:02:30'")),
         ("u6", "'2024-06-01 00:03:00.500'".to_string()),
     ];
