@@ -190,7 +190,7 @@ impl Sessions for Mysql {
         &'a self,
         conn: &'a mut sqlx::AnyConnection,
         zone: Option<&'a str>,
-    ) -> crate::dialect::BoxFuture<'a, Result<()>> {
+    ) -> crate::dialect::types::BoxFuture<'a, Result<()>> {
         zone::apply(conn, zone)
     }
 

@@ -147,7 +147,7 @@ impl Sessions for Postgres {
         &'a self,
         conn: &'a mut sqlx::AnyConnection,
         zone: Option<&'a str>,
-    ) -> crate::dialect::BoxFuture<'a, Result<()>> {
+    ) -> crate::dialect::types::BoxFuture<'a, Result<()>> {
         zone::apply(conn, zone)
     }
 
