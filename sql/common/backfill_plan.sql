@@ -165,7 +165,7 @@ tm_ch AS (
          {{ chain(evidence, policy, "value") }} AS cv,
          {{ chain(evidence, policy, "source") }} AS cs,
          {{ chain(evidence, policy, "unrep") }} AS unrep,
-         CASE WHEN {% for e in evidence %}{% if e.kind == "timestamp" %}tm_f.nt{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END AS notime,
+         {% if has_timestamp %}CASE WHEN {% for e in evidence %}{% if e.kind == "timestamp" %}tm_f.nt{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END{% else %}0{% endif %} AS notime,
 
          {{ own_column(evidence, int) }} AS own
 
