@@ -17,7 +17,7 @@
 {% if flagged %}
 {% set e = flagged[0] %}
 SELECT tm_q.conv AS conv, tm_q.usr AS usr, tm_q.ex AS ex, tm_q.act AS act, tm_q.v AS v,
-       tm_q.src AS src, tm_q.kept AS kept, tm_q.held AS held, tm_q.unrep AS unrep, tm_q.nopos AS nopos,
+       tm_q.src AS src, tm_q.kept AS kept, tm_q.held AS held, tm_q.unrep AS unrep, tm_q.nopos AS nopos, tm_q.notime AS notime,
        CAST(COALESCE(tm_o.rd, 0) AS {{ int }}) AS oo_read,
        CAST(COALESCE(tm_o.ur, 0) AS {{ int }}) AS oo_unread
 FROM tm_pl tm_q

@@ -8,7 +8,8 @@
     the only evidence and a watermark exists, left alone); held (1: evidence was left for a
     later run by the settle time); unrep (1: the counter chosen is negative or exceeds the
     countable messages); nopos (1: a position evidence held values, all below 0: no position,
-    issue 29 row 23).
+    issue 29 row 23); notime (1: the member's timestamp evidence held only values that are
+    no time, issue 29 rows 3 and 5).
 
     The watermark table is read through the batch's range too (its (conversation_id, user_id)
     index): joined whole, PostgreSQL hashed the entire table once per batch, a cost that grows
@@ -100,7 +101,7 @@ WITH tm_subj AS (
 , tm_u AS (
   SELECT {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }} AS conv, CAST(MIN(tm_recent.{{ msg.id }}) AS {{ int }}) AS yp
   FROM {{ msg.table }} tm_recent
-  WHERE tm_recent.{{ msg.created_at }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}
+  WHERE {{ msg.time | replace("{v}", "tm_recent." ~ msg.created_at) }} > {{ quiet }}{{ m.range("tm_recent." ~ msg.conv, range, msg.conv_k) }}
   GROUP BY {{ m.out("tm_recent." ~ msg.conv, msg.conv_k) }}
 )
 {% endif %}
@@ -115,6 +116,8 @@ WITH tm_subj AS (
          {{ ev.value(e, loop.index, msg, int) }} AS ev{{ loop.index }},
 {% if e.kind == "position" %}
          COALESCE(tm_e{{ loop.index }}.np, 0) AS np{{ loop.index }},
+{% if e.kind == "timestamp" %}
+         {{ ev.timestamp_notime(e, loop.index) }} AS nt{{ loop.index }},
 {% endif %}
 {% endfor %}
 {% if has_counter %}
@@ -154,6 +157,9 @@ tm_ef AS (
 {% elif e.kind == "timestamp" or e.kind == "read_flags" %}
          CASE WHEN {{ young("tm_v.ev" ~ i) }} THEN NULL ELSE tm_v.ev{{ i }} END AS e{{ i }},
          CASE WHEN {{ young("tm_v.ev" ~ i) }} THEN 1 ELSE 0 END AS h{{ i }},
+{% if e.kind == "timestamp" %}
+         tm_v.nt{{ i }} AS nt{{ i }},
+{% endif %}
 {% elif e.kind == "counter" %}
          CASE WHEN tm_v.act = 0 OR tm_v.ev{{ i }} IS NULL THEN NULL
               WHEN tm_v.ex IS NULL AND {{ young(counter_value(i)) }} THEN NULL
@@ -174,6 +180,7 @@ tm_ch AS (
          {{ chain(evidence, policy, "value") }} AS cv,
          {{ chain(evidence, policy, "source") }} AS cs,
          {{ chain(evidence, policy, "unrep") }} AS unrep,
+         {% if has_timestamp %}CASE WHEN {% for e in evidence %}{% if e.kind == "timestamp" %}tm_f.nt{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END{% else %}0{% endif %} AS notime,
 
          {{ own_column(evidence, int) }} AS own,
          CASE WHEN {% for e in evidence %}{% if e.kind == "position" %}tm_f.np{{ loop.index }} = 1 OR {% endif %}{% endfor %}1 = 0 THEN 1 ELSE 0 END AS nopos
@@ -193,7 +200,7 @@ SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
        CASE WHEN tm_c.own IS NOT NULL AND (tm_c.cv IS NULL OR tm_c.own > tm_c.cv) THEN 0
             WHEN tm_c.cs = 'counter' AND tm_c.ex IS NOT NULL THEN 1
             ELSE 0 END AS kept,
-       tm_c.held AS held, tm_c.unrep AS unrep, tm_c.nopos AS nopos
+       tm_c.held AS held, tm_c.unrep AS unrep, tm_c.nopos AS nopos, tm_c.notime AS notime
 FROM tm_ch tm_c{% if has_flags %}
 )
 {% include "backfill_flags.sql" %}{% endif %}

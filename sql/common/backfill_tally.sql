@@ -6,7 +6,9 @@
     held / held_conversations: members and conversations left for a later run by the settle
     time; left: members who left without position or timestamp evidence; none: active members
     without evidence; unrep: counters no watermark can represent; nopos: members whose position
-    evidence held only values below 0 (no position: the next source applied). With read_flags evidence
+    evidence held only values below 0 (no position: the next source applied); no_time: members whose
+    timestamp evidence held only values that are no time (a zero date, a text that does not
+    parse: issue 29 rows 3 and 5). With read_flags evidence
     (backfill_flags.sql): n_read_flags, oo_members (members whose flags disagree with their
     watermark), oo_read (messages read out of order, unread now) and oo_unread (messages
     flagged unread that the watermark marks read). Every count is a BIGINT. -#}
@@ -30,5 +32,6 @@ SELECT CAST(COUNT(*) AS {{ int }}) AS members,
        CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 0 AND tm_p.act = 0 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS left_none,
        CAST(COALESCE(SUM(CASE WHEN tm_p.v IS NULL AND tm_p.kept = 0 AND tm_p.held = 0 AND tm_p.act <> 0 THEN 1 ELSE 0 END), 0) AS {{ int }}) AS no_evidence,
        CAST(COALESCE(SUM(tm_p.unrep), 0) AS {{ int }}) AS unrep,
-       CAST(COALESCE(SUM(tm_p.nopos), 0) AS {{ int }}) AS nopos
+       CAST(COALESCE(SUM(tm_p.nopos), 0) AS {{ int }}) AS nopos,
+       CAST(COALESCE(SUM(tm_p.notime), 0) AS {{ int }}) AS no_time
 FROM {{ source }} tm_p

@@ -55,17 +55,24 @@ LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(CASE WHEN {{ evf.v
 {% macro timestamp_join(e, i, range) %}
 {% if e.conv %}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}
-LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, MAX(this.{{ e.column }}) AS t
+{% set tv = e.time | replace("{v}", "this." ~ e.column) %}
+LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, MAX({{ tv }}) AS t,
+                  CASE WHEN COUNT(this.{{ e.column }}) > 0 AND COUNT({{ tv }}) = 0 THEN 1 ELSE 0 END AS nt
            {{ evf.from(e) }}
            WHERE 1 = 1{{ m.range("this." ~ e.conv, range, e.conv_k) }}{{ evf.filter(e) }}
            GROUP BY {{ cv }}, {{ uv }}) tm_e{{ i }}
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endif %}
 {% endmacro %}
-{% macro timestamp_value(e, i, msg, int) %}{% if e.conv %}{% set t = "tm_e" ~ i ~ ".t" %}{% else %}{% set t = "(SELECT MAX(this." ~ e.column ~ ") " ~ evf.from(e) ~ " WHERE " ~ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") ~ evf.filter(e) ~ ")" %}{% endif %}CASE WHEN {{ t }} IS NULL THEN NULL
+{% macro timestamp_value(e, i, msg, int) %}{% if e.conv %}{% set t = "tm_e" ~ i ~ ".t" %}{% else %}{% set t = "(SELECT MAX(" ~ (e.time | replace("{v}", "this." ~ e.column)) ~ ") " ~ evf.from(e) ~ " WHERE " ~ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") ~ evf.filter(e) ~ ")" %}{% endif %}CASE WHEN {{ t }} IS NULL THEN NULL
             ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-                   WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_s.conv") }} AND tm_m.{{ msg.created_at }} <= {{ t }})
+                   WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_s.conv") }} AND {{ msg.time | replace("{v}", "tm_m." ~ msg.created_at) }} <= {{ t }})
        END{% endmacro %}
+
+{#- 1 when the member's "read at" values are all no time (issue 29 rows 3 and 5: a zero
+    date, a text that does not parse; the value is then NULL and the next source applies),
+    else 0: the backfill counts such members (backfill_tally.sql `no_time`). -#}
+{% macro timestamp_notime(e, i) %}{% if e.conv %}COALESCE(tm_e{{ i }}.nt, 0){% else %}COALESCE((SELECT CASE WHEN COUNT(this.{{ e.column }}) > 0 AND COUNT({{ e.time | replace("{v}", "this." ~ e.column) }}) = 0 THEN 1 ELSE 0 END {{ evf.from(e) }} WHERE {{ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") }}{{ evf.filter(e) }}), 0){% endif %}{% endmacro %}
 
 {# ==== kind: counter ==== #}
 {% macro counter_join(e, i, range, ctr, int) %}

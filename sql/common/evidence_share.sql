@@ -55,12 +55,13 @@ SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR tm_hit.v IS NOT NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
 FROM tm_v LEFT JOIN tm_hit ON tm_hit.conv = tm_v.conv AND tm_hit.v = tm_v.v
 {% else %}
-WITH tm_v AS (SELECT {{ cv }} AS conv, this.{{ e.column }} AS t
+{% set tv = e.time | replace("{v}", "this." ~ e.column) %}
+WITH tm_v AS (SELECT {{ cv }} AS conv, {{ tv }} AS t
       {{ evf.from(e) }}
-      WHERE this.{{ e.column }} IS NOT NULL{{ evf.filter(e) }}
+      WHERE {{ tv }} IS NOT NULL{{ evf.filter(e) }}
       LIMIT {{ sample }}),
 tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
-tm_first AS (SELECT tm_c.conv, MIN(tm_m.{{ msg.created_at }}) AS first_at
+tm_first AS (SELECT tm_c.conv, MIN({{ msg.time | replace("{v}", "tm_m." ~ msg.created_at) }}) AS first_at
              FROM tm_c
              JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_c.conv") }}
              GROUP BY tm_c.conv)

@@ -63,7 +63,7 @@
     `members.join_position`, or from `members.join_time` the highest message position of the
     member's conversation created at or before that time (0 when none; NULL when the time is
     NULL). `row`: the members row's alias, or none for an unaliased members table. -#}
-{% macro join_pos(mem, msg, int, row) %}{% if mem.join %}{% if row %}{{ row }}.{% endif %}{{ mem.join }}{% elif mem.join_time %}{% set r = row or mem.table %}CASE WHEN {{ r }}.{{ mem.join_time }} IS NULL THEN NULL ELSE (SELECT CAST(COALESCE(MAX(tm_j.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_j WHERE {{ eq("tm_j." ~ msg.conv, msg.conv_k, r ~ "." ~ mem.conv) }} AND tm_j.{{ msg.created_at }} <= {{ r }}.{{ mem.join_time }}) END{% else %}CAST(NULL AS {{ int }}){% endif %}{% endmacro %}
+{% macro join_pos(mem, msg, int, row) %}{% if mem.join %}{% if row %}{{ row }}.{% endif %}{{ mem.join }}{% elif mem.join_time %}{% set r = row or mem.table %}CASE WHEN {{ r }}.{{ mem.join_time }} IS NULL THEN NULL ELSE (SELECT CAST(COALESCE(MAX(tm_j.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_j WHERE {{ eq("tm_j." ~ msg.conv, msg.conv_k, r ~ "." ~ mem.conv) }} AND {{ msg.time | replace("{v}", "tm_j." ~ msg.created_at) }} <= {{ msg.time | replace("{v}", r ~ "." ~ mem.join_time) }}) END{% else %}CAST(NULL AS {{ int }}){% endif %}{% endmacro %}
 
 {#- Where a watermark's stored value came from (semantics.md, "Provenance names where the stored
     value came from"), over the watermark row `w`: the backfill's evidence (`source`) while

@@ -23,12 +23,19 @@ pub struct Common {
     /// The mapping file.
     #[arg(long, default_value = "tidemark.toml", value_name = "FILE")]
     pub mapping: PathBuf,
+    /// Compare times in this time zone (a zone name, or an offset such as -04:00) instead of
+    /// the database's own: by default the role's or database's `timezone` (PostgreSQL) or
+    /// `@@global.time_zone` (MariaDB/MySQL), as `psql` / `mysql` sessions get it. Matters
+    /// where a time without zone meets one with zone, and for the settle time.
+    #[arg(long, value_name = "ZONE", allow_hyphen_values = true)]
+    pub time_zone: Option<String>,
 }
 
 impl Common {
     /// The DSN and the mapping, in that order of checks (both are bad input when wrong).
     pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
-        let dsn = database_dsn(self.database.as_deref(), self.database_file.as_deref())?;
+        let dsn = database_dsn(self.database.as_deref(), self.database_file.as_deref())?
+            .with_time_zone(self.time_zone.clone());
         let mapping = Mapping::load(&self.mapping)?;
         mapping.check_predicates(dsn.dialect.sql_parser_dialect(), dsn.dialect.name())?;
         Ok((dsn, mapping))

@@ -30,6 +30,9 @@ pub struct Dsn {
     masks: Vec<(String, String)>,
     /// The dialect named by the URL scheme.
     pub dialect: Dialect,
+    /// The time zone sessions compare times in when the DBA names one (`--time-zone`, issue
+    /// 29 row 2); None: the database's own ([`crate::dialect::Sessions::session_time_zone`]).
+    pub time_zone: Option<String>,
 }
 
 impl Dsn {
@@ -83,6 +86,7 @@ impl Dsn {
             shown: text.shown,
             masks: text.masks,
             dialect,
+            time_zone: None,
         })
     }
 
@@ -167,6 +171,10 @@ impl Dsn {
             // Settings the server may not know (an older version): ignored.
             let _ = sqlx::raw_sql(sql).execute(&mut conn).await;
         }
+        self.dialect
+            .sessions()
+            .session_time_zone(&mut conn, self.time_zone.as_deref())
+            .await?;
         Ok(conn)
     }
 
@@ -180,6 +188,13 @@ impl Dsn {
             out = out.replace(secret, instead);
         }
         crate::error::masked(&out)
+    }
+
+    /// The same DSN with sessions in the time zone `zone` (`--time-zone`; None: the
+    /// database's own), see [`Dsn::time_zone`].
+    pub fn with_time_zone(mut self, zone: Option<String>) -> Dsn {
+        self.time_zone = zone.filter(|z| !z.trim().is_empty());
+        self
     }
 
     /// The database name in the URL path (`test` in `postgres://h/test`), if any.

@@ -56,6 +56,9 @@ pub struct MsgIdents {
     pub conv: String,
     pub sender: String,
     pub created_at: Option<String>,
+    /// How a message time is read where it is compared with another time (issue 29 row 3):
+    /// a pattern over `{v}` ([`crate::dialect::Spelling::time_value`]).
+    pub time: &'static str,
     pub countable: Option<String>,
     pub legacy: Option<String>,
     /// `restricted` (issue 22): the messages only the readers `mem.readers` admits count.
@@ -203,6 +206,9 @@ pub struct EvIdents {
     /// `read_flags`: the predicate over the flag row `this` that says read (`column` is then
     /// the flag row's message).
     pub read: Option<String>,
+    /// `timestamp`: how the evidence time is read (a pattern over `{v}`, NULL for a value
+    /// that is no time: issue 29 rows 3 and 5; [`crate::dialect::Spelling::time_value`]).
+    pub time: &'static str,
 }
 
 /// A quoted evidence `lookup`: the key column's value is matched against `table.key`, whose
@@ -280,6 +286,7 @@ impl SqlContext {
                 conv: q(&m.conversation),
                 sender: q(&m.sender),
                 created_at: oq(&m.created_at),
+                time: dialect.time_value(false),
                 countable: m.countable.clone(),
                 legacy: m.legacy_countable.clone(),
                 restricted: m.restricted.clone(),
@@ -345,6 +352,7 @@ impl SqlContext {
                             .map(q)
                             .unwrap_or_default(),
                         column: src.map(|s| q(&s.column)).unwrap_or_default(),
+                        time: dialect.time_value(true),
                         filter: src.and_then(|s| s.filter.clone()),
                         joins: Joins::new(
                             mapping,

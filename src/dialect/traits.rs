@@ -67,6 +67,15 @@ pub trait Spelling: Sync + std::fmt::Debug {
     /// columns (`--min-age` on a timestamp `created_at`).
     fn seconds_ago(&self, secs: u64) -> String;
 
+    /// How a time column is read where two times are compared (semantics.md "Backfill",
+    /// timestamp evidence; issue 29 rows 3 and 5): a pattern over `{v}` (the column), NULL
+    /// for a value that is no time. `evidence`: the "read at" time of timestamp evidence
+    /// (else a message's or a join time). The identity where the engine compares its time
+    /// types itself (PostgreSQL).
+    fn time_value(&self, _evidence: bool) -> &'static str {
+        "{v}"
+    }
+
     /// An integer expression over `{col}` that hashes a text key, for `--sample`.
     ///
     /// Errors (exit 2): the engine has no built-in hash for text.
@@ -143,6 +152,23 @@ pub trait Sessions: Sync {
     /// is ignored (a setting an older server does not know). Empty where nothing is needed.
     fn session_setup_sql(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// Sets the time zone this session compares times in (semantics.md "Backfill", timestamp
+    /// evidence; issue 29 row 2): `zone` when the DBA names one (`--time-zone`), else the
+    /// zone the database's own session would have (PostgreSQL: the role's and database's
+    /// `timezone` setting, which the driver's startup `TimeZone=UTC` hides; MySQL/MariaDB:
+    /// `@@global.time_zone`, which the driver's `+00:00` hides). Run once on every new
+    /// connection ([`crate::db::Dsn::connect`]). SQLite has no session zone: nothing.
+    ///
+    /// Errors (exit 2): the server does not know `zone`, named with the server's reason.
+    /// Reading the database's own zone never fails the connection (the driver's zone stays).
+    fn session_time_zone<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _zone: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
     }
 
     /// The statements, in order, that open a read transaction whose statements all see one
@@ -392,6 +418,15 @@ pub trait Catalog: Sync {
     /// Whether the engine keeps dates in text columns by design (SQLite: ISO-8601 text is its
     /// documented date form, "Date And Time Functions"), so a text column may hold a time.
     fn dates_in_text(&self) -> bool {
+        false
+    }
+
+    /// Whether a date/time column of type `declared` (as `column_type.sql` returns it) holds
+    /// an instant (PostgreSQL `timestamp with time zone`, MySQL/MariaDB `TIMESTAMP`, kept in
+    /// UTC and shown in the session's zone) rather than a wall time without zone (`timestamp`,
+    /// `DATETIME`): the two compare through the session's time zone (issue 29 row 2,
+    /// [`crate::schema::time_kinds`]). False where the engine has no such types (SQLite).
+    fn time_has_zone(&self, _declared: &str) -> bool {
         false
     }
 }

@@ -47,6 +47,9 @@ pub struct KeyCollations {
     /// The key columns' types (issue 29: [`KeyFamilies`]), read by [`KeyCollations::read`]
     /// (empty from [`KeyCollations::read_columns`]).
     pub families: KeyFamilies,
+    /// The preflight's other notices, reported with the collations' (issue 29 row 2: time
+    /// columns of different kinds, [`crate::schema::time_kinds`]).
+    pub other_notices: Vec<String>,
 }
 
 impl KeyCollations {
@@ -130,6 +133,7 @@ impl KeyCollations {
             dialect,
             columns: found,
             families: KeyFamilies::default(),
+            other_notices: Vec::new(),
         })
     }
 
@@ -200,7 +204,10 @@ impl KeyCollations {
 
     /// The notice as a list (empty or one line), for a stage's summary.
     pub fn notices(&self) -> Vec<String> {
-        self.notice().into_iter().collect()
+        self.notice()
+            .into_iter()
+            .chain(self.other_notices.iter().cloned())
+            .collect()
     }
 
     /// `ctx` for these collations: unchanged when every family is in one collation; else each
@@ -265,6 +272,7 @@ mod tests {
         let bin = "utf8mb4_bin";
         let users_mixed = KeyCollations {
             dialect: Dialect::Mysql,
+            other_notices: Vec::new(),
             columns: vec![
                 column("messages", "conv_id", Family::Conversation, ci),
                 column("unread_counters", "conv_id", Family::Conversation, ci),
@@ -293,6 +301,7 @@ mod tests {
     fn a_family_in_two_collations_is_named_column_by_column() {
         let mut kc = KeyCollations {
             dialect: Dialect::Mysql,
+            other_notices: Vec::new(),
             columns: vec![
                 column(
                     "messages",

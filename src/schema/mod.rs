@@ -16,6 +16,7 @@ pub mod positions;
 pub mod preflight;
 pub mod sections;
 pub mod statements;
+pub mod time_kinds;
 
 pub use collations::{Family, KeyCollations, KeyColumn};
 pub use key_families::{KeyFamilies, KeyFamily};

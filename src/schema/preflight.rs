@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 
 use super::collations::KeyCollations;
 use super::sections::{checked_table, section_checks, SectionCheck};
-use super::{column_types, counter_values, positions};
+use super::{column_types, counter_values, positions, time_kinds};
 use crate::db::catalog::{table_columns, table_exists};
 use crate::db::privileges::{denied, is_permission_denied, Privilege};
 use crate::dialect::{render, Dialect, SqlContext};
@@ -21,8 +21,9 @@ use crate::values::text;
 /// `SELECT <columns> FROM <table> WHERE (<predicate>) AND 1 = 0` for each section
 /// ([`super::sections`]): the database parses and resolves it but reads no row.
 ///
-/// First the declared type of every mapped column ([`column_types::check`]) and the `[contract]
-/// columns`; last the type of `[counter] value` ([`column_types::check_value`]), the counter's
+/// First the declared type of every mapped column ([`column_types::check`]), the kinds of the
+/// time columns compared with each other ([`time_kinds::check`]: a number beside a time is
+/// refused, a wall time beside an instant noted) and the `[contract] columns`; last the type of `[counter] value` ([`column_types::check_value`]), the counter's
 /// values ([`counter_values::check`]: whole numbers within the 64-bit range; the one check
 /// here that reads rows, where the declared type does not settle it), one `[members]` row per
 /// member and one counter row per member; after every counter's checks, once, that every
@@ -106,6 +107,7 @@ async fn preflight_one(
     dialect: Dialect,
 ) -> Result<KeyCollations> {
     column_types::check(conn, mapping, dialect).await?;
+    let time_notices = time_kinds::check(conn, mapping, dialect).await?;
     check_contract_columns(conn, mapping, dialect).await?;
     for check in &section_checks(mapping, dialect)? {
         if let Err(e) = sqlx::raw_sql(&check.sql).execute(&mut *conn).await {
@@ -117,7 +119,9 @@ async fn preflight_one(
     counter_values::check(conn, mapping, dialect, &from).await?;
     check_member_rows(conn, mapping, dialect).await?;
     check_counter_rows(conn, mapping, dialect).await?;
-    KeyCollations::read(conn, mapping, dialect).await
+    let mut collations = KeyCollations::read(conn, mapping, dialect).await?;
+    collations.other_notices.extend(time_notices);
+    Ok(collations)
 }
 
 /// The counter's own rows as the stages read them, for the type of `[counter] value`:

@@ -77,6 +77,7 @@ mod settle;
 mod several_counters;
 mod snapshot;
 mod synapse;
+mod time_evidence;
 mod tolerance;
 mod total_minus_seen;
 mod two_connections;

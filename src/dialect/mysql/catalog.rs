@@ -9,6 +9,12 @@ use crate::dialect::traits::{Catalog, Spelling};
 use crate::dialect::types::{BoxFuture, DdlProbe, RefusedProbe};
 
 impl Catalog for Mysql {
+    fn time_has_zone(&self, declared: &str) -> bool {
+        // TIMESTAMP is kept in UTC and shown in the session's zone; DATETIME is wall time.
+        let d = declared.trim().to_ascii_lowercase();
+        d.split(['(', ' ']).next() == Some("timestamp")
+    }
+
     /// The column type of a zero-row `SELECT` of the expression, from the result set's
     /// metadata (the server reports it for a prepared statement without running it). sqlx's
     /// generic driver names only some types and refuses the others with an error that names

@@ -12,6 +12,7 @@ mod catalog;
 mod ddl;
 pub mod galera;
 mod locks;
+mod zone;
 
 /// MySQL 8.0 or later and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then a lock row, [`galera`]).
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +58,18 @@ impl Spelling for Mysql {
 
     fn text_key_hash(&self) -> Result<&'static str> {
         Ok("CRC32({col})")
+    }
+
+    fn time_value(&self, evidence: bool) -> &'static str {
+        // Issue 29 row 5: a zero date ('0000-00-00') or one with a zero month or day
+        // ('2024-06-00'), which MariaDB keeps where the SQL mode allows it and orders before
+        // every real date, is no "read at" time. Messages' own times are compared as they are
+        // (their index stays usable).
+        if evidence {
+            "(CASE WHEN CAST({v} AS CHAR) REGEXP '^[0-9]{4}-(00-|[0-9]{2}-00)' THEN NULL ELSE {v} END)"
+        } else {
+            "{v}"
+        }
     }
 
     fn seconds_ago(&self, secs: u64) -> String {
@@ -173,6 +186,14 @@ impl Spelling for Mysql {
 }
 
 impl Sessions for Mysql {
+    fn session_time_zone<'a>(
+        &'a self,
+        conn: &'a mut sqlx::AnyConnection,
+        zone: Option<&'a str>,
+    ) -> crate::dialect::types::BoxFuture<'a, Result<()>> {
+        zone::apply(conn, zone)
+    }
+
     fn begin_snapshot_sql(&self) -> &'static [&'static str] {
         &[
             "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",

@@ -10,6 +10,11 @@ use crate::dialect::types::{BoxFuture, DdlProbe};
 use crate::values::text;
 
 impl Catalog for Postgres {
+    fn time_has_zone(&self, declared: &str) -> bool {
+        let d = declared.trim().to_ascii_lowercase();
+        d.contains("with time zone") || d.starts_with("timestamptz") || d.starts_with("timetz")
+    }
+
     /// `pg_typeof` of the expression in a zero-row subquery, outer-joined to one row: the
     /// NULL it yields still has the expression's type (`integer`, `text`, `numeric`…).
     fn expression_type<'a>(

@@ -13,6 +13,7 @@ mod catalog;
 mod citus;
 mod ddl;
 mod locks;
+mod zone;
 
 /// PostgreSQL 12 or later.
 #[derive(Debug, Clone, Copy)]
@@ -157,6 +158,14 @@ impl Spelling for Postgres {
 }
 
 impl Sessions for Postgres {
+    fn session_time_zone<'a>(
+        &'a self,
+        conn: &'a mut sqlx::AnyConnection,
+        zone: Option<&'a str>,
+    ) -> crate::dialect::types::BoxFuture<'a, Result<()>> {
+        zone::apply(conn, zone)
+    }
+
     fn session_setup_sql(&self) -> &'static [&'static str] {
         // tidemark's batch statements are costly enough to cross the JIT thresholds, and
         // compiling each batch took longer than running it (measured at 1M members: a capped

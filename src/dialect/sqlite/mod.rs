@@ -52,8 +52,17 @@ impl Spelling for Sqlite {
         ))
     }
 
+    fn time_value(&self, _evidence: bool) -> &'static str {
+        // Issue 29 row 3: SQLite keeps times as text (ISO 8601 with or without `T`, `Z` or an
+        // offset) or numbers (Unix seconds); as text '2024-06-01T00:00:00Z' sorted after
+        // '2024-06-01 00:01:00'. Read as Unix seconds (with milliseconds); a text that does
+        // not parse is NULL.
+        "(CASE WHEN typeof({v}) IN ('integer', 'real') THEN {v} ELSE unixepoch({v}, 'subsec') END)"
+    }
+
     fn seconds_ago(&self, secs: u64) -> String {
-        format!("datetime('now', '-{secs} seconds')")
+        // Unix seconds, as `time_value` reads a message's time (issue 29 row 3).
+        format!("(unixepoch('now', 'subsec') - {secs})")
     }
 
     fn migrations(&self) -> &'static [(&'static str, &'static str)] {

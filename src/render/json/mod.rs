@@ -230,6 +230,9 @@ pub struct BackfillJson {
     /// Members whose position evidence held values, all below 0 ("nothing read" markers): no
     /// position, the next source applied (issue 29 row 23).
     pub not_positions: u64,
+    /// Members whose timestamp evidence held only values that are no time (a zero date, a
+    /// text that is not a time): no evidence, the next source applied (issue 29).
+    pub times_not_times: u64,
     /// Counter rows whose unread number will change once the counters are gone; null with
     /// `--skip-change-count` or `--dry-run`.
     pub unread_changes: Option<u64>,
@@ -288,6 +291,7 @@ pub fn backfill(
             left_without_evidence: s.left_without_evidence,
             unrepresentable_counters: s.unrepresentable_counters,
             not_positions: s.not_positions,
+            times_not_times: s.times_not_times,
             unread_changes: (!dry_run && s.counted_changes).then_some(s.unread_changes),
             retried_batches: s.retried_batches,
             settle_time_s: s.settle_time_s,

@@ -154,6 +154,12 @@ pub fn backfill(w: &mut dyn Write, s: &BackfillSummary, dry_run: bool) -> io::Re
             s.no_evidence
         )?;
     }
+    if s.times_not_times > 0 {
+        writeln!(w,
+            "  {} members' read-at times are no time (a zero date, a text that is not a time): not used as evidence, the next source applied",
+            s.times_not_times
+        )?;
+    }
     if s.left_without_evidence > 0 {
         writeln!(w,
             "  {} members who left have no read position (position or timestamp evidence): none written, none owed",

@@ -58,16 +58,19 @@ pub(crate) async fn quiescence(
     } else {
         dialect.seconds_ago(secs)
     };
+    // The creation time as the stages compare times (issue 29 row 3: SQLite text times).
+    let at = |alias: &str| ctx.msg.time.replace("{v}", &format!("{alias}{created_q}"));
+    let recent = at("tm_recent.");
     let k = &ctx.msg.conv_k;
     let filter = MinAge {
         quiet_sql: format!(
-            "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE {} AND tm_recent.{created_q} > {cutoff})",
+            "NOT EXISTS (SELECT 1 FROM {table} tm_recent WHERE {} AND {recent} > {cutoff})",
             k.eq(&format!("tm_recent.{conv}"), "{col}")
         ),
         // The keys passed on as the statements pass them on (`out`: a uuid key on PostgreSQL
         // as its text, issue 29 row 14).
         recent_sql: format!(
-            "SELECT DISTINCT {} AS conv FROM {table} tm_recent WHERE tm_recent.{created_q} > {cutoff}",
+            "SELECT DISTINCT {} AS conv FROM {table} tm_recent WHERE {recent} > {cutoff}",
             k.out.replace("{v}", &format!("tm_recent.{conv}"))
         ),
         recent_col: format!("tm_recent.{conv}"),
@@ -95,7 +98,8 @@ pub(crate) async fn quiescence(
         binds.push(to.clone());
     }
     let sql = format!(
-        "SELECT COUNT(DISTINCT {conv}) AS n FROM {table} WHERE {created_q} > {cutoff}{in_scope}"
+        "SELECT COUNT(DISTINCT {conv}) AS n FROM {table} WHERE {} > {cutoff}{in_scope}",
+        at("")
     );
     let mut query = sqlx::query(&sql);
     for k in &binds {

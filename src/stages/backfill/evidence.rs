@@ -270,6 +270,7 @@ fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Resu
     summary.no_evidence += n("no_evidence")?;
     summary.unrepresentable_counters += n("unrep")?;
     summary.not_positions += n("nopos")?;
+    summary.times_not_times += n("no_time")?;
     if let Some(f) = summary.read_flags.as_mut() {
         // Only a plan with read_flags evidence has these columns (backfill_tally.sql).
         let count = n("n_read_flags")?;

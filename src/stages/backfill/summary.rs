@@ -30,6 +30,11 @@ pub struct BackfillSummary {
     /// Counters that no watermark can represent: k < 0 or k greater than the countable
     /// messages (semantics.md, Backfill 3).
     pub unrepresentable_counters: u64,
+    /// Members whose timestamp evidence held only values that are no time (a zero date, a
+    /// text that does not parse as a time: semantics.md "Backfill", timestamp; issue 29 rows
+    /// 3 and 5): no evidence, the next source applied. Absent in older ledgers.
+    #[serde(default)]
+    pub times_not_times: u64,
     /// Batches that hit a lock wait and were retried.
     pub retried_batches: u64,
     /// Existing watermarks left alone because the only evidence was the counter.
