@@ -402,9 +402,7 @@ pub async fn warnings(
                     out.push(Warning {
                         message: format!(
                             "{n} ({user}, {conv}) pairs have more than one row in {}: the \
-                             counter is not one value per member (threads? devices?); every \
-                             stage refuses such a counter (exit 2) until one row per member is \
-                             mapped",
+                             counter is not one value per member (threads? devices?): refused",
                             c.table
                         ),
                         count: Some(n),

@@ -102,7 +102,7 @@ async fn plain_counter_with_several_rows_per_member_is_refused(backend: Backend)
     let text = std::fs::read_to_string(f.path().join("proposed.toml")).unwrap_or_default();
     assert!(
         text.contains("2 (user_id, conv_id) pairs have more than one row in unread_counters")
-            && text.contains("every stage refuses such a counter"),
+            && text.contains("not one value per member (threads? devices?): refused"),
         "inspect warns: {inspect:?}\n{text}"
     );
 
