@@ -147,8 +147,19 @@ impl KeyCollations {
         mapping: &Mapping,
         dialect: Dialect,
     ) -> Result<KeyCollations> {
-        let families = KeyFamilies::read(conn, mapping, dialect).await?;
-        let mut found = Self::read_columns(conn, dialect, &Self::columns_of(mapping)).await?;
+        let columns = Self::columns_of(mapping);
+        let words: Vec<(String, String, &'static str)> = columns
+            .iter()
+            .map(|(t, c, f)| {
+                let word = match f {
+                    Family::Conversation => "conversation",
+                    Family::User => "user",
+                };
+                (t.clone(), c.clone(), word)
+            })
+            .collect();
+        let families = KeyFamilies::read(conn, mapping, dialect, &words).await?;
+        let mut found = Self::read_columns(conn, dialect, &columns).await?;
         found.families = families;
         Ok(found)
     }

@@ -1,6 +1,7 @@
 //! Key types across tables (issue 29, rows 13, 14 and 21; `interface.md`, "Keys"): every
-//! column a mapping compares conversation or user keys on
-//! ([`super::KeyCollations::columns_of`]) is classed from its declared type into a
+//! column a mapping compares conversation or user keys on (the list
+//! [`super::KeyCollations::columns_of`] gives, which [`super::KeyCollations::read`] passes
+//! here) is classed from its declared type into a
 //! [`KeyFamily`] (integer, text, uuid). Columns of one family of keys (conversations, users)
 //! are compared with each other in joins, unions and ranges, so:
 //!
@@ -20,7 +21,6 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
-use super::collations::{Family, KeyCollations};
 use crate::db::catalog::column_type;
 use crate::dialect::{Dialect, KeyCompare, SqlContext, TypeClass};
 use crate::error::input_error;
@@ -80,8 +80,8 @@ pub struct TypedKey {
     pub table: String,
     /// The column.
     pub column: String,
-    /// Which keys it holds.
-    pub family: Family,
+    /// Which keys it holds, in words: `conversation` or `user`.
+    pub family: &'static str,
     /// The declared type, as the catalog spells it.
     pub declared: String,
     /// Its family.
@@ -100,9 +100,10 @@ pub struct KeyFamilies {
 }
 
 impl KeyFamilies {
-    /// Reads the declared type of every key column of `mapping` (a column not found, such as
-    /// the watermark table's before `expand`, is left out) and checks them
-    /// ([`KeyFamilies::check`]), then that no unsigned 64-bit key exceeds 2^63 − 1.
+    /// Reads the declared type of every key column of `columns` (table, column, and which
+    /// keys it holds: `conversation` or `user`); a column not found, such as the watermark
+    /// table's before `expand`, is left out. Checks them ([`KeyFamilies::check`]), then that
+    /// no unsigned 64-bit key exceeds 2^63 − 1.
     ///
     /// Errors (exit 2): key columns of one family in different type families, named with
     /// their types; an unsigned key too large for a signed 64-bit integer, named with its
@@ -111,17 +112,18 @@ impl KeyFamilies {
         conn: &mut AnyConnection,
         mapping: &Mapping,
         dialect: Dialect,
+        columns: &[(String, String, &'static str)],
     ) -> Result<KeyFamilies> {
         let ctx = SqlContext::new(mapping, dialect);
         let mut typed = Vec::new();
-        for (table, column, family) in KeyCollations::columns_of(mapping) {
-            let Some(declared) = column_type(conn, &ctx, &table, &column).await? else {
+        for (table, column, family) in columns {
+            let Some(declared) = column_type(conn, &ctx, table, column).await? else {
                 continue;
             };
             if let Some(kind) = KeyFamily::of(dialect, &declared) {
                 typed.push(TypedKey {
-                    table,
-                    column,
+                    table: table.clone(),
+                    column: column.clone(),
                     family,
                     declared: shown(&declared),
                     kind,
@@ -145,7 +147,7 @@ impl KeyFamilies {
     /// differ, with their declared types.
     pub fn check(typed: &[TypedKey], watermarks: &str) -> Result<KeyFamilies> {
         let mut casts = Vec::new();
-        for family in [Family::Conversation, Family::User] {
+        for family in ["conversation", "user"] {
             let columns: Vec<&TypedKey> = typed.iter().filter(|k| k.family == family).collect();
             let legacy: Vec<&&TypedKey> =
                 columns.iter().filter(|k| k.table != watermarks).collect();
@@ -158,7 +160,7 @@ impl KeyFamilies {
                      compares these keys across tables as values and cannot compare {} with {} \
                      exactly: give the columns one type, or map a view that converts one of \
                      them (README \"Key types\")",
-                    family_word(family),
+                    family,
                     first.table,
                     first.column,
                     first.declared,
@@ -224,13 +226,6 @@ fn shown(declared: &str) -> String {
     declared[..end].trim().to_string()
 }
 
-fn family_word(family: Family) -> &'static str {
-    match family {
-        Family::Conversation => "conversation",
-        Family::User => "user",
-    }
-}
-
 /// An unsigned 64-bit key column (`BIGINT UNSIGNED`) holding a value above 2^63 − 1: refused,
 /// since keys are read, bound and stored (the watermark table) as signed 64-bit integers.
 ///
@@ -266,7 +261,7 @@ async fn check_unsigned_range(
 mod tests {
     use super::*;
 
-    fn key(table: &str, family: Family, declared: &str, dialect: Dialect) -> TypedKey {
+    fn key(table: &str, family: &'static str, declared: &str, dialect: Dialect) -> TypedKey {
         TypedKey {
             table: table.into(),
             column: "k".into(),
@@ -301,9 +296,9 @@ mod tests {
         let my = Dialect::Mysql;
         let ok = KeyFamilies::check(
             &[
-                key("a", Family::User, "int(10) unsigned", my),
-                key("b", Family::User, "int(11)", my),
-                key("a", Family::Conversation, "bigint(20)", my),
+                key("a", "user", "int(10) unsigned", my),
+                key("b", "user", "int(11)", my),
+                key("a", "conversation", "bigint(20)", my),
             ],
             "wm",
         )
@@ -320,13 +315,8 @@ mod tests {
         let pg = Dialect::Postgres;
         let err = KeyFamilies::check(
             &[
-                key(
-                    "messages",
-                    Family::Conversation,
-                    "character varying(64)",
-                    pg,
-                ),
-                key("att", Family::Conversation, "bigint", pg),
+                key("messages", "conversation", "character varying(64)", pg),
+                key("att", "conversation", "bigint", pg),
             ],
             "wm",
         )
@@ -335,8 +325,8 @@ mod tests {
         // The watermark table's keys (tidemark's own) are not compared for the family.
         let wm_text = KeyFamilies::check(
             &[
-                key("messages", Family::User, "INTEGER", Dialect::Sqlite),
-                key("wm", Family::User, "TEXT", Dialect::Sqlite),
+                key("messages", "user", "INTEGER", Dialect::Sqlite),
+                key("wm", "user", "TEXT", Dialect::Sqlite),
             ],
             "wm",
         );

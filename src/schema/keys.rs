@@ -4,6 +4,7 @@
 use anyhow::Result;
 use sqlx::AnyConnection;
 
+use super::key_families::KeyFamily;
 use crate::db::catalog::column_type;
 use crate::dialect::{Dialect, SqlContext, TypeClass};
 use crate::error::input_error;
@@ -31,7 +32,7 @@ pub struct KeyType {
 ///
 /// Errors (exit 2): a type tidemark cannot key a watermark by (uuid, binary, decimal…), named.
 pub fn key_type(dialect: Dialect, declared: &str, what: &str) -> Result<KeyType> {
-    if super::KeyFamily::of(dialect, declared) == Some(super::KeyFamily::Uuid) {
+    if KeyFamily::of(dialect, declared) == Some(KeyFamily::Uuid) {
         // Issue 29 row 14: a uuid key is read and bound as its text form; the watermark
         // table keeps the uuid type.
         return Ok(KeyType {
