@@ -91,10 +91,12 @@ impl Dims {
                 "duplicates" => &mut d.duplicates,
                 "keys" => &mut d.keys,
                 "restricted_counted" => &mut d.restricted_counted,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "TIDEMARK_DIFF_DIMENSIONS: unknown dimension {other:?} (known: all, none, {})",
                     NAMES.join(", ")
-                )),
+                ))
+                }
             };
             *slot = true;
         }
