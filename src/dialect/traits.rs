@@ -136,6 +136,21 @@ pub trait Sessions: Sync {
         &[]
     }
 
+    /// The statement that marks this server session with `token` and reads its server
+    /// process id (two columns: the pid as BIGINT, the mark as text), for the shared-session
+    /// probe ([`crate::db::pooling`], issue 29 row 6); None where no pooler can stand between
+    /// tidemark and the engine (the probe is then skipped). `token` is tidemark's own text
+    /// (digits and `-`), never input.
+    fn session_mark_sql(&self, _token: &str) -> Option<String> {
+        None
+    }
+
+    /// The statement that reads this server session's process id and mark (as
+    /// [`Self::session_mark_sql`] sets it; an empty text when unmarked); None as there.
+    fn session_mark_read_sql(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The statements, in order, that open a read transaction whose statements all see one
     /// consistent snapshot (seed 000 §2: a message that arrives during a batch is never
     /// marked read by it). Used by [`crate::db::tx::begin_snapshot`].
