@@ -11,6 +11,8 @@
 # under the temp dir); it listens on 127.0.0.1:$TIDEMARK_PGBOUNCER_PORT (default 6432). No file
 # of the machine's own pgbouncer (/etc/pgbouncer) is read or changed, and its service is never
 # started. pgbouncer refuses to run as root: it runs as the `postgres` user.
+# Every database name is passed on as it is (`*`), in transaction mode; the name
+# `tidemark_session` is the database `test` in SESSION mode (what tidemark accepts).
 # Prepared statements are not carried across transactions (`max_prepared_statements = 0`,
 # pgbouncer's default, and all that Debian 12's 1.18 knows): the setting the issue was found on.
 set -euo pipefail
@@ -55,6 +57,7 @@ start() {
     mkdir -p "$DIR"
     cat >"$DIR/pgbouncer.ini" <<EOF
 [databases]
+tidemark_session = host=$UPSTREAM_HOST port=$UPSTREAM_PORT dbname=test pool_mode=session
 * = host=$UPSTREAM_HOST port=$UPSTREAM_PORT
 
 [pgbouncer]

@@ -56,6 +56,7 @@ mod least_privilege;
 mod mapping_fuzz;
 mod mattermost;
 mod numeric_edges;
+mod poolers;
 mod predicates;
 mod privileges;
 mod provenance;
