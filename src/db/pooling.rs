@@ -66,7 +66,8 @@ fn shared(token: &str, a: &[Seen], b: &Seen) -> Option<String> {
 /// connection to `dsn`.
 ///
 /// Errors: exit 2 (input) when the session is shared, naming transaction pooling and what to
-/// use instead; exit 3 when the probe's statements or its second connection fail.
+/// use instead; exit 3 when the probe's statements fail (a second connection that cannot be
+/// opened leaves the probe to this connection's reads).
 pub async fn refuse_shared_session(dsn: &Dsn, conn: &mut AnyConnection) -> Result<()> {
     let sessions = dsn.dialect.sessions();
     let nanos = std::time::SystemTime::now()
@@ -81,13 +82,21 @@ pub async fn refuse_shared_session(dsn: &Dsn, conn: &mut AnyConnection) -> Resul
         return Ok(());
     };
     let first = read(conn, &mark).await?;
-    let mut other = dsn.connect_session().await?;
-    sqlx::raw_sql("BEGIN").execute(&mut other).await?;
-    let b = read(&mut other, read_sql).await;
-    let during = read(conn, read_sql).await;
-    let _ = sqlx::raw_sql("COMMIT").execute(&mut other).await;
-    let _ = other.close().await;
-    let (b, during) = (b?, during?);
+    // A second connection the server or the role's connection limit refuses: the probe goes
+    // on with this connection's reads alone (B is then taken to be a session of its own).
+    let (b, during) = match dsn.connect_session().await {
+        Ok(mut other) => {
+            let b = match sqlx::raw_sql("BEGIN").execute(&mut other).await {
+                Ok(_) => read(&mut other, read_sql).await,
+                Err(e) => Err(e.into()),
+            };
+            let during = read(conn, read_sql).await;
+            let _ = sqlx::raw_sql("COMMIT").execute(&mut other).await;
+            let _ = other.close().await;
+            (b?, during?)
+        }
+        Err(_) => ((-1, String::new()), read(conn, read_sql).await?),
+    };
     let after = read(conn, read_sql).await?;
     let first = (first.0, token.clone());
     match shared(&token, &[first, during, after], &b) {
