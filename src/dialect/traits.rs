@@ -238,7 +238,8 @@ pub trait RunnerLocks: Sync {
     ) -> BoxFuture<'a, Result<LockAttempt>>;
 
     /// Tells the other runners that the holder of `name` (a lock of `kind`) is alive: a lock
-    /// row's heartbeat; nothing, and no statement, for a [`LockKind::Session`] lock.
+    /// row's heartbeat; PostgreSQL's lease (one `SET application_name`); nothing, and no
+    /// statement, for MySQL's [`LockKind::Session`] lock.
     ///
     /// Errors (exit 3): the database fails.
     fn refresh_runner_lock<'a>(

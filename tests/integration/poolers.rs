@@ -189,11 +189,13 @@ fn backfill_key(mapping: &Mapping) -> i64 {
 }
 
 /// Row 6: a killed runner's lock on a pooled server session. A client of pgbouncer takes the
-/// backfill's advisory lock with a lease two minutes old (as a runner killed with `kill -9`
-/// two minutes ago leaves it) and goes away: the lock stays on the pooled server session.
-/// A backfill on the server directly takes it over at once and runs (before: exit 3, "already
-/// running", until pgbouncer recycled the server session). A live runner's lease (a session
-/// on the server, its lease renewed now) is still respected: exit 3 naming its process.
+/// backfill's advisory lock under a tidemark lease (as a runner did before tidemark refused
+/// transaction pooling) and is killed: the lock stays on the pooled server session, which
+/// pgbouncer then hands to the application's next client (`chat-app`). A backfill on the
+/// server directly takes the lock over at once and runs (before: exit 3, "already running",
+/// until pgbouncer recycled the server session). A live runner's lease (a session on the
+/// server, its lease renewed now) is still respected: exit 3 naming its process. (A lease
+/// that ran out on an idle session: `src/dialect/postgres/locks.rs`'s unit tests.)
 #[tokio::test]
 async fn killed_runner_lock_ends_with_its_lease() {
     let Some(pooler) = pgbouncer_url() else {
@@ -247,6 +249,13 @@ async fn killed_runner_lock_ends_with_its_lease() {
         .await
         .unwrap();
     assert_eq!(held, 1, "the pooler's server session took the lock");
+    let holder_pid: i64 = sqlx::query_scalar(&format!(
+        "SELECT CAST(pid AS BIGINT) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+         AND ((CAST(classid AS BIGINT) << 32) | CAST(objid AS BIGINT)) = {key}"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
     // The runner is killed: its socket closes without a goodbye.
     drop(killed);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -255,6 +264,22 @@ async fn killed_runner_lock_ends_with_its_lease() {
         .await
         .unwrap();
     assert_eq!(held, 1, "the pooled server session keeps the lock");
+    // The pooler hands that server session to the application's next client.
+    let mut app = crate::common::connect(&on_database(&pooler, &db.name)).await;
+    sqlx::raw_sql("SET application_name = 'chat-app'")
+        .execute(&mut app)
+        .await
+        .unwrap();
+    let row = sqlx::raw_sql("SELECT CAST(pg_backend_pid() AS BIGINT)")
+        .fetch_one(&mut app)
+        .await
+        .unwrap();
+    let served_by: i64 = sqlx::Row::try_get(&row, 0).unwrap();
+    assert_eq!(
+        served_by, holder_pid,
+        "the next client got the orphan's session"
+    );
+    let _ = app.close().await;
 
     let started = Instant::now();
     let run = backfill(dir.path(), &db.url, &path, &[]);
@@ -323,7 +348,7 @@ async fn idle_session_timeout_does_not_end_a_paused_backfill() {
     // The pause file: 2.5 s paused before the first batch of a second (forced) run.
     let pause = dir.path().join("pause");
     std::fs::write(&pause, "").unwrap();
-    let mut child = bin::command()
+    let child = bin::command()
         .args([
             "backfill",
             "--database",

@@ -2,11 +2,12 @@
 //!
 //! The lease (issue 29 row 6): a runner names its session `tidemark <unix seconds> <pid>`
 //! (`application_name`) before it takes the lock, and renames it with the time at each
-//! heartbeat ([`LEASE`]). A lock held by a session whose lease ran out, or by a session that
-//! is no tidemark runner's at all (a pooler handed the server session of a runner killed with
-//! `kill -9` to another client, and the advisory lock with it), is an orphan: the next runner
-//! ends that session (`pg_terminate_backend`) and takes the lock. A session running a
-//! statement now is never taken to be an orphan.
+//! heartbeat ([`LEASE`]). A lock held by a session whose lease and last statement are older
+//! than the lease, or by a session that is no tidemark runner's at all (a pooler handed the
+//! server session of a runner killed with `kill -9` to another client, and the advisory lock
+//! with it), is an orphan: the next runner ends that session (`pg_terminate_backend`) and
+//! takes the lock. A session running a statement or inside a transaction now is never taken
+//! to be an orphan.
 
 use anyhow::Result;
 use sqlx::{AnyConnection, Row};
@@ -50,16 +51,19 @@ fn lease_time(name: &str) -> Option<i64> {
 }
 
 /// Whether the holder of a lock, a session named `name` in `state`, whose last statement
-/// started or ended at `changed_s` (Unix seconds), is a live runner at `now` (Unix seconds).
+/// started or ended at `changed_s` (Unix seconds), is a live runner at `now` (Unix seconds):
+/// a session running a statement or inside a transaction now; or a tidemark session whose
+/// lease, or last statement, is younger than [`LEASE`] (a batch longer than the lease beats
+/// only after it, but runs statements all along). A session of any other name is no runner's.
 fn holder_alive(name: &str, state: &str, changed_s: i64, now: i64) -> bool {
     let lease = LEASE.as_secs() as i64;
-    if state == "active" {
+    if state == "active" || state.starts_with("idle in transaction") {
         return true;
     }
-    match lease_time(name) {
-        Some(t) => now - t < lease,
-        // An earlier tidemark named its session `tidemark` with no time: its last statement.
-        None if name == "tidemark" => now - changed_s < lease,
+    // An earlier tidemark named its session `tidemark`, with no time.
+    let runner = lease_time(name).or((name == "tidemark").then_some(i64::MIN));
+    match runner {
+        Some(t) => now.saturating_sub(t) < lease || now - changed_s < lease,
         None => false,
     }
 }
@@ -235,7 +239,14 @@ mod tests {
         let now = 1_000_000;
         assert!(holder_alive("tidemark 999990 1@h", "idle", 0, now));
         assert!(!holder_alive("tidemark 999900 1@h", "idle", 0, now));
+        assert!(holder_alive("tidemark 999900 1@h", "idle", now - 5, now));
         assert!(holder_alive("tidemark 999900 1@h", "active", 0, now));
+        assert!(holder_alive(
+            "tidemark 999900 1@h",
+            "idle in transaction",
+            0,
+            now
+        ));
         assert!(!holder_alive("psql", "idle", now, now));
         assert!(holder_alive("tidemark", "idle", now - 5, now));
         assert!(!holder_alive("tidemark", "idle", now - 600, now));
