@@ -242,6 +242,7 @@ async fn killed_runner_lock_ends_with_its_lease() {
     let mut admin = db.connect().await;
     let holders = format!(
         "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
          AND ((CAST(classid AS BIGINT) << 32) | CAST(objid AS BIGINT)) = {key}"
     );
     let held: i64 = sqlx::query_scalar(&holders)
@@ -251,6 +252,7 @@ async fn killed_runner_lock_ends_with_its_lease() {
     assert_eq!(held, 1, "the pooler's server session took the lock");
     let holder_pid: i64 = sqlx::query_scalar(&format!(
         "SELECT CAST(pid AS BIGINT) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
          AND ((CAST(classid AS BIGINT) << 32) | CAST(objid AS BIGINT)) = {key}"
     ))
     .fetch_one(&mut admin)

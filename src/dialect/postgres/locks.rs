@@ -80,6 +80,7 @@ async fn holder(conn: &mut AnyConnection, key: i64) -> Result<Option<Holder>> {
          COALESCE(to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS'), '') \
          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
          WHERE l.locktype = 'advisory' AND l.granted \
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
            AND ((CAST(l.classid AS BIGINT) << 32) | CAST(l.objid AS BIGINT)) = $1 LIMIT 1",
     )
     .bind(key)
