@@ -167,11 +167,15 @@ async fn session_pooling_and_direct_are_accepted() {
             .connect()
             .await
             .unwrap_or_else(|e| panic!("{url}: {e:#}"));
-        let one: i64 = sqlx::query_scalar("SELECT CAST(1 AS BIGINT)")
-            .fetch_one(&mut b)
-            .await
-            .unwrap();
-        assert_eq!(one, 1);
+        let mut pids = Vec::new();
+        for conn in [&mut a, &mut b] {
+            let pid: i64 = sqlx::query_scalar("SELECT CAST(pg_backend_pid() AS BIGINT)")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            pids.push(pid);
+        }
+        assert_ne!(pids[0], pids[1], "{url}: a server session each");
         let _ = b.close().await;
         let _ = a.close().await;
     }
