@@ -143,7 +143,11 @@ impl Dsn {
     /// transaction or statement mode.
     pub async fn connect(&self) -> Result<AnyConnection> {
         let mut conn = self.connect_session().await?;
-        pooling::refuse_shared_session(self, &mut conn).await?;
+        if pooling::probed(self.dialect) {
+            let other = self.connect_session().await;
+            pooling::refuse_shared_session(self.dialect, &self.to_string(), &mut conn, other)
+                .await?;
+        }
         Ok(conn)
     }
 

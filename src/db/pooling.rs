@@ -22,7 +22,7 @@
 use anyhow::Result;
 use sqlx::{AnyConnection, Connection, Row};
 
-use super::Dsn;
+use crate::dialect::Dialect;
 use crate::error::input_error;
 
 /// One read of a server session: its process id and its mark (empty when unmarked).
@@ -61,15 +61,26 @@ fn shared(token: &str, a: &[Seen], b: &Seen) -> Option<String> {
     None
 }
 
-/// Refuses a connection whose server session is shared with other clients (see the module
-/// documentation); does nothing for a dialect without a probe. Opens and closes one second
-/// connection to `dsn`.
+/// Whether `dialect` has a probe (then [`refuse_shared_session`] wants a second connection).
+pub fn probed(dialect: Dialect) -> bool {
+    dialect.sessions().session_mark_read_sql().is_some()
+}
+
+/// Refuses a connection `conn` to the database `shown` (the URL as printed) whose server
+/// session is shared with other clients (see the module documentation); does nothing for a
+/// dialect without a probe. `other` is a second connection of the same URL, opened for the
+/// probe and closed by it (an error: the server refused it).
 ///
 /// Errors: exit 2 (input) when the session is shared, naming transaction pooling and what to
 /// use instead; exit 3 when the probe's statements fail (a second connection that cannot be
 /// opened leaves the probe to this connection's reads).
-pub async fn refuse_shared_session(dsn: &Dsn, conn: &mut AnyConnection) -> Result<()> {
-    let sessions = dsn.dialect.sessions();
+pub async fn refuse_shared_session(
+    dialect: Dialect,
+    shown: &str,
+    conn: &mut AnyConnection,
+    other: Result<AnyConnection>,
+) -> Result<()> {
+    let sessions = dialect.sessions();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -84,7 +95,7 @@ pub async fn refuse_shared_session(dsn: &Dsn, conn: &mut AnyConnection) -> Resul
     let first = read(conn, &mark).await?;
     // A second connection the server or the role's connection limit refuses: the probe goes
     // on with this connection's reads alone (B is then taken to be a session of its own).
-    let (b, during) = match dsn.connect_session().await {
+    let (b, during) = match other {
         Ok(mut other) => {
             let b = match sqlx::raw_sql("BEGIN").execute(&mut other).await {
                 Ok(_) => read(&mut other, read_sql).await,
@@ -102,7 +113,7 @@ pub async fn refuse_shared_session(dsn: &Dsn, conn: &mut AnyConnection) -> Resul
     match shared(&token, &[first, during, after], &b) {
         None => Ok(()),
         Some(seen) => Err(input_error(format!(
-            "{dsn} reaches the server through a pooler that shares one server session among \
+            "{shown} reaches the server through a pooler that shares one server session among \
              clients (transaction or statement pooling, e.g. pgbouncer pool_mode = transaction): \
              {seen}. tidemark needs one server session for a whole command (its runner lock, \
              session settings and prepared statements live there): use a direct URL to the \
