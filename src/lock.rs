@@ -2,7 +2,9 @@
 //! (`pg_try_advisory_lock`), a MySQL/MariaDB named lock (`GET_LOCK`), or a lock row in
 //! `tidemark_lock` on SQLite and on a MariaDB Galera cluster, where `GET_LOCK` is per node
 //! (`src/dialect/mysql/galera.rs`) (each engine's [`crate::dialect::RunnerLocks`], in its
-//! folder). A second runner fails at once (exit 3) naming the holder.
+//! folder). A second runner fails at once (exit 3) naming the holder, unless the holder's
+//! heartbeat or lease is older than 60 s (a killed runner's lock left on a pooled PostgreSQL
+//! session: `src/dialect/postgres/locks.rs`, issue 29 row 6), when it takes the lock over.
 //!
 //! Also the per-statement lock waits tidemark accepts, so that the tool, not the application,
 //! loses a lock wait (PostgreSQL `lock_timeout`, MySQL `innodb_lock_wait_timeout` and
@@ -68,8 +70,8 @@ impl RunnerLock {
         self.kind
     }
 
-    /// Refreshes the lock row's heartbeat (SQLite, Galera: [`LockKind::Row`]); for a
-    /// [`LockKind::Session`] lock nothing, without a statement.
+    /// Refreshes the lock row's heartbeat (SQLite, Galera: [`LockKind::Row`]) or PostgreSQL's
+    /// lease; for MySQL's [`LockKind::Session`] lock nothing, without a statement.
     pub async fn heartbeat(&self, conn: &mut AnyConnection) -> Result<()> {
         self.dialect
             .locks()

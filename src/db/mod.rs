@@ -14,6 +14,7 @@ use crate::error::input_error;
 
 pub mod catalog;
 mod dsn_text;
+pub mod pooling;
 pub mod privileges;
 pub mod testing;
 pub mod tx;
@@ -137,12 +138,27 @@ impl Dsn {
         &self.raw
     }
 
-    /// Opens one connection with a 10 s connect timeout.
+    /// Opens one connection with a 10 s connect timeout, and refuses it when a pooler shares
+    /// its server session with other clients ([`pooling::refuse_shared_session`]).
     ///
     /// Errors (exit 3): the server refuses or does not answer, the credentials are wrong, the
     /// database does not exist. The message names the DSN with its password redacted, and any
-    /// occurrence of the password in the driver's own text is masked too.
+    /// occurrence of the password in the driver's own text is masked too. Exit 2: a pooler in
+    /// transaction or statement mode.
     pub async fn connect(&self) -> Result<AnyConnection> {
+        let mut conn = self.connect_session().await?;
+        if pooling::probed(self.dialect) {
+            let other = self.connect_session().await;
+            pooling::refuse_shared_session(self.dialect, &self.to_string(), &mut conn, other)
+                .await?;
+        }
+        Ok(conn)
+    }
+
+    /// [`Dsn::connect`] without the shared-session probe (the probe's own second connection).
+    ///
+    /// Errors: as [`Dsn::connect`], without the pooler's.
+    pub async fn connect_session(&self) -> Result<AnyConnection> {
         sqlx::any::install_default_drivers();
         let options = AnyConnectOptions::from_str(&self.raw)
             .map_err(|e| {

@@ -171,6 +171,21 @@ pub trait Sessions: Sync {
         Box::pin(async { Ok(()) })
     }
 
+    /// The statement that marks this server session with `token` and reads its server
+    /// process id (two columns: the pid as BIGINT, the mark as text), for the shared-session
+    /// probe ([`crate::db::pooling`], issue 29 row 6); None where no pooler can stand between
+    /// tidemark and the engine (the probe is then skipped). `token` is tidemark's own text
+    /// (digits and `-`), never input.
+    fn session_mark_sql(&self, _token: &str) -> Option<String> {
+        None
+    }
+
+    /// The statement that reads this server session's process id and mark (as
+    /// [`Self::session_mark_sql`] sets it; an empty text when unmarked); None as there.
+    fn session_mark_read_sql(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The statements, in order, that open a read transaction whose statements all see one
     /// consistent snapshot (seed 000 §2: a message that arrives during a batch is never
     /// marked read by it). Used by [`crate::db::tx::begin_snapshot`].
@@ -258,7 +273,8 @@ pub trait RunnerLocks: Sync {
     ) -> BoxFuture<'a, Result<LockAttempt>>;
 
     /// Tells the other runners that the holder of `name` (a lock of `kind`) is alive: a lock
-    /// row's heartbeat; nothing, and no statement, for a [`LockKind::Session`] lock.
+    /// row's heartbeat; PostgreSQL's lease (one `SET application_name`); nothing, and no
+    /// statement, for MySQL's [`LockKind::Session`] lock.
     ///
     /// Errors (exit 3): the database fails.
     fn refresh_runner_lock<'a>(

@@ -106,7 +106,9 @@ impl TypeClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockKind {
     /// A lock the server ties to the session (`pg_try_advisory_lock`, `GET_LOCK`): it lives
-    /// as long as the connection; no heartbeat; released by the server's unlock call.
+    /// as long as the connection; released by the server's unlock call. No heartbeat on
+    /// MySQL/MariaDB; on PostgreSQL the heartbeat renews the session's lease
+    /// (`src/dialect/postgres/locks.rs`), after which another runner takes the lock over.
     Session,
     /// A row in `tidemark_lock` (SQLite; a MariaDB Galera cluster, where `GET_LOCK` is per
     /// node): kept alive by a heartbeat, released by deleting the row.

@@ -940,7 +940,7 @@ async fn contract_server_lost_while_ddl_waits(backend: Backend) {
 }
 
 /// tidemark's server session on database `db` (not one of `mine`), found by its
-/// `application_name` on PostgreSQL, as the one other connection on MariaDB/MySQL.
+/// `application_name` on PostgreSQL (`tidemark <lease time> …`), as the one other connection on MariaDB/MySQL.
 async fn tidemark_session(
     admin: &mut AnyConnection,
     backend: Backend,
@@ -955,7 +955,7 @@ async fn tidemark_session(
     let sql = match backend {
         Backend::Postgres => format!(
             "SELECT CAST(pid AS BIGINT) FROM pg_stat_activity WHERE datname = '{db}' \
-             AND pid NOT IN ({not_mine}) AND application_name = 'tidemark' LIMIT 1"
+             AND pid NOT IN ({not_mine}) AND application_name LIKE 'tidemark%' LIMIT 1"
         ),
         _ => format!(
             "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \

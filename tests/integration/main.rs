@@ -64,6 +64,7 @@ mod mattermost;
 mod mention_readers;
 mod numeric_edges;
 mod positions;
+mod poolers;
 mod predicates;
 mod privileges;
 mod provenance;

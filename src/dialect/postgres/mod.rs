@@ -173,6 +173,21 @@ impl Sessions for Postgres {
         &["SET jit = off"]
     }
 
+    /// A custom setting (`tidemark.session_mark`), session-wide (`set_config(…, false)`): a
+    /// pooler in transaction mode hands the server session, mark and all, to its next client.
+    fn session_mark_sql(&self, token: &str) -> Option<String> {
+        Some(format!(
+            "SELECT CAST(pg_backend_pid() AS BIGINT), set_config('tidemark.session_mark', '{token}', false)"
+        ))
+    }
+
+    fn session_mark_read_sql(&self) -> Option<&'static str> {
+        Some(
+            "SELECT CAST(pg_backend_pid() AS BIGINT), \
+             COALESCE(current_setting('tidemark.session_mark', true), '')",
+        )
+    }
+
     fn begin_snapshot_sql(&self) -> &'static [&'static str] {
         &["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"]
     }

@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keepalive::Session;
+
 use super::{next_batch, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
 use crate::error::input_error;
@@ -21,11 +23,6 @@ use crate::lock::{self, RunnerLock};
 use crate::mapping::{EvidenceKind, EvidencePolicy, Mapping};
 use crate::progress::Reporter;
 use crate::schema::{self, KeyKind};
-
-/// How often the runner lock's heartbeat is refreshed (SQLite, Galera: a row whose heartbeat
-/// is a minute old is taken to be a dead runner's): at most once in this time, not after every
-/// batch, which cost one more commit per batch.
-const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 /// The settle time when none is given: longer than an application transaction stays open.
 pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_secs(300);
@@ -335,7 +332,7 @@ async fn run_batches(
     // so it never counts toward --max-rows-per-second (issue 13 row 1).
     let mut paused = Duration::ZERO;
     let members_at_start = summary.members;
-    let mut last_heartbeat = Instant::now();
+    let mut session = Session::new(lock);
     // The batch in flight (its last conversation) and why it stopped, for the error.
     let (mut hi, mut why): (Option<Key>, String) = (None, String::new());
     let result: Result<()> = async {
@@ -344,7 +341,7 @@ async fn run_batches(
                 summary.interrupted = true;
                 break;
             }
-            paused += wait_while_paused(opts, &mut progress).await;
+            paused += wait_while_paused(conn, &mut session, opts, &mut progress).await?;
             let found = next_batch(
                 conn,
                 ctx,
@@ -393,7 +390,7 @@ async fn run_batches(
                                 "lock wait, retrying in {} ms",
                                 delay.as_millis()
                             ));
-                            tokio::time::sleep(delay).await;
+                            session.wait(conn, delay).await?;
                             paused += delay;
                         }
                         None => {
@@ -413,11 +410,7 @@ async fn run_batches(
             progress.advance(batch.rows);
             lo = Some(batch.hi.clone());
             hi = None;
-            if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
-                // Best effort: a missed heartbeat only matters after a minute of them.
-                let _ = lock.heartbeat(conn).await;
-                last_heartbeat = Instant::now();
-            }
+            session.heartbeat(conn).await;
             // Size the next batch to the time target.
             let took = t0.elapsed();
             if !opts.chunk_time.is_zero() && batch.rows > 0 {
@@ -432,12 +425,12 @@ async fn run_batches(
                 let ahead = throttle_delay(done, active, limit);
                 if !ahead.is_zero() {
                     progress.message(&format!("throttled: --max-rows-per-second {limit}"));
-                    tokio::time::sleep(ahead).await;
+                    session.wait(conn, ahead).await?;
                 }
             }
             if !opts.pause_between_batches.is_zero() {
                 progress.message("pause between batches");
-                tokio::time::sleep(opts.pause_between_batches).await;
+                session.wait(conn, opts.pause_between_batches).await?;
                 paused += opts.pause_between_batches;
             }
         }
@@ -494,13 +487,18 @@ fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
 }
 
 /// Waits while `--pause-file` exists (or until a stop is asked), saying so on the progress
-/// line; returns the time waited (not active time: see `--max-rows-per-second`).
+/// line and keeping the session alive (`keepalive.rs`); returns the time waited (not active
+/// time: see `--max-rows-per-second`).
+///
+/// Errors (exit 3): the session ended while paused.
 async fn wait_while_paused(
+    conn: &mut AnyConnection,
+    session: &mut Session<'_>,
     opts: &BackfillOptions,
     progress: &mut crate::progress::Progress,
-) -> Duration {
+) -> Result<Duration> {
     let Some(path) = &opts.pause_file else {
-        return Duration::ZERO;
+        return Ok(Duration::ZERO);
     };
     let pause_started = Instant::now();
     while path.exists() {
@@ -508,10 +506,10 @@ async fn wait_while_paused(
         if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        session.wait(conn, Duration::from_millis(500)).await?;
     }
     progress.message("");
-    pause_started.elapsed()
+    Ok(pause_started.elapsed())
 }
 
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {
@@ -577,6 +575,7 @@ pub fn statements_in(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<(&'stati
 
 mod binds;
 mod evidence;
+mod keepalive;
 mod summary;
 mod throttle;
 
