@@ -27,7 +27,8 @@
 //!   counter evidence's L; an addressed message whose sender is its recipient is the
 //!   recipient's own; whether a message hidden from a reader is one of its excluded messages
 //!   is [`Hidden`] (issue 29: it is, where the legacy counter counted it);
-//! - a receipt <= 0 is no position (issue 29 row 23): the next source applies.
+//! - a receipt below 0 is no position (issue 29 row 23): the next source applies; 0 is the
+//!   application's own "nothing read" (scenarios.json S7, K1, K2: watermark 0 from position).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -260,7 +261,7 @@ pub fn backfill(l: &Legacy, existing: &BTreeMap<Key, Watermark>) -> BTreeMap<Key
         let position = l
             .receipts
             .iter()
-            .filter(|(k, p)| k == key && *p > 0)
+            .filter(|(k, p)| k == key && *p >= 0)
             .map(|(_, p)| *p)
             .max();
         let counter = if l.per_message || !member.active {
