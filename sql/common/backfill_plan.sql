@@ -116,7 +116,7 @@ WITH tm_subj AS (
          {{ ev.value(e, loop.index, msg, int) }} AS ev{{ loop.index }},
 {% if e.kind == "position" %}
          COALESCE(tm_e{{ loop.index }}.np, 0) AS np{{ loop.index }},
-{% if e.kind == "timestamp" %}
+{% elif e.kind == "timestamp" %}
          {{ ev.timestamp_notime(e, loop.index) }} AS nt{{ loop.index }},
 {% endif %}
 {% endfor %}
