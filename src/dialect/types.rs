@@ -10,7 +10,7 @@ pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T
 /// What a declared column type is, as far as tidemark cares: a position or a counter must be
 /// an [`TypeClass::Integer`] (or an integer-valued [`TypeClass::Decimal`]), a time a
 /// [`TypeClass::Timestamp`] (or an epoch integer), a bare predicate a boolean or integer, a
-/// key an integer or text. Each engine classifies its own type names
+/// key an integer, text or uuid (issue 29: [`crate::schema::KeyFamily`]). Each engine classifies its own type names
 /// ([`crate::dialect::traits::Catalog::type_class`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TypeClass {

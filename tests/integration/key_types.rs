@@ -355,7 +355,8 @@ async fn run_app(
 /// refused the mapping (`tidemark keys watermarks by integer or text columns`); now the
 /// watermark table is keyed by uuid, the backfill writes the watermarks worked out by hand,
 /// the audit reports the drifting row with its keys as text, the application's statements
-/// (`sql app`, bound as uuids) move and read watermarks, and the contract archives the
+/// (`sql app`, bound as uuids) move and read watermarks, `audit --min-age` leaves out a
+/// conversation written now (its keys listed and bound as uuids), and the contract archives the
 /// counters under their uuid keys and drops the column.
 async fn uuid_keys_work_on_every_stage_and_in_sql_app(backend: Backend) {
     let Some(db) = TestDb::create(backend, "keytypes_uuid").await else {
@@ -441,6 +442,57 @@ async fn uuid_keys_work_on_every_stage_and_in_sql_app(backend: Backend) {
         run_app(&mut conn, backend, &app, "unread_count", &unread(b)).await,
         Some(0)
     );
+
+    // `--min-age`: a second conversation with a message written now is left out (its keys
+    // listed and bound as uuids), the first, two hours old, is audited.
+    let recent = "e0000000-0000-4000-8000-00000000000e";
+    let two_hours_ago = match backend {
+        Backend::Postgres => "now() - interval '2 hours'",
+        _ => "NOW() - INTERVAL 2 HOUR",
+    };
+    exec_all(
+        &mut conn,
+        &[
+            "ALTER TABLE messages ADD COLUMN created_at TIMESTAMP NULL".to_string(),
+            format!("UPDATE messages SET created_at = {two_hours_ago}"),
+            format!("INSERT INTO messages (conv_id, id, sender_id, created_at) VALUES ('{recent}', 1, '{a}', CURRENT_TIMESTAMP)"),
+            format!("INSERT INTO members (conv_id, user_id) VALUES ('{recent}', '{b}')"),
+            format!("INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES ('{recent}', '{b}', 3)"),
+        ],
+    )
+    .await;
+    let with_time = MAPPING.replace(
+        "sender = \"sender_id\"\n",
+        "sender = \"sender_id\"\ncreated_at = \"created_at\"\n",
+    );
+    std::fs::write(dir.path().join("tidemark.toml"), &with_time).unwrap();
+    run(
+        dir.path(),
+        &db,
+        &["audit", "--min-age", "1h", "--report", "aged.csv"],
+    )
+    .expect_code(1);
+    let aged = std::fs::read_to_string(dir.path().join("aged.csv")).unwrap();
+    // The first conversation's rows only: member a as before, and member b, whose watermark
+    // the application moved to 6 above while its counter still says 1.
+    let b_row = format!("{UUID_CONV},{b},1,0,1,overcount,6,application");
+    assert_eq!(
+        aged.lines().skip(1).collect::<Vec<_>>(),
+        vec![want.as_str(), b_row.as_str()],
+        "{aged}"
+    );
+    exec_all(
+        &mut conn,
+        &[
+            format!("DELETE FROM unread_counters WHERE conv_id = '{recent}'"),
+            format!("DELETE FROM members WHERE conv_id = '{recent}'"),
+            format!("DELETE FROM messages WHERE conv_id = '{recent}'"),
+        ],
+    )
+    .await;
+
+    // Back to the mapping the backfill ran with (a mapping with created_at is another one).
+    std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();
 
     // The counters made right: a clean audit, then the contract archives them and drops.
     exec_all(

@@ -176,6 +176,11 @@ mod tests {
                 .ddl,
             "character varying(64)"
         );
-        assert!(key_type(Dialect::Postgres, "uuid", "x").is_err());
+        // Issue 29 row 14: a uuid key keys the watermark table by uuid.
+        assert_eq!(
+            key_type(Dialect::Postgres, "uuid", "x").unwrap().ddl,
+            "uuid"
+        );
+        assert!(key_type(Dialect::Postgres, "bytea", "x").is_err());
     }
 }
