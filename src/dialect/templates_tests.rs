@@ -373,6 +373,7 @@ fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
                         // branch; the entries' in the backfill tests) and inspect's measures.
                         e => None::<()>,
                         sample => 100,
+                        conversations => 10,
                         mode => match (unit, side) {
                             ("subjects", _) => "position",
                             ("counters", _) => "range",
