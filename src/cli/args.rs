@@ -238,6 +238,12 @@ pub struct AuditArgs {
     /// Audit a deterministic sample of this percentage of the conversations (by key).
     #[arg(long, value_name = "PERCENT")]
     pub sample: Option<f64>,
+    /// Throttle: pause after every batch (the session kept alive meanwhile).
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub pause_between_batches: humantime::Duration,
+    /// Throttle: wait before the next batch while this file exists.
+    #[arg(long, value_name = "PATH")]
+    pub pause_file: Option<PathBuf>,
     /// Longest lock wait per statement.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub lock_timeout: humantime::Duration,

@@ -171,6 +171,8 @@ async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
         lock_timeout: args.lock_timeout.into(),
         min_age: args.min_age.map(Into::into),
         stop: Some(stop_on_signal()),
+        pause_between_batches: args.pause_between_batches.into(),
+        pause_file: args.pause_file.clone(),
     };
     if let Some(path) = &args.html {
         // Before the audit's work: a folder that does not exist is named now, not after it.

@@ -7,6 +7,7 @@ pub mod backfill;
 pub mod batch;
 pub mod contract;
 pub mod expand;
+pub mod keepalive;
 pub mod status;
 
 pub use batch::{bind_scope, next_batch, scope_params, Batch, BatchUnit, Key, MinAge, Scope};

@@ -27,6 +27,7 @@ mod scenario;
 mod app_sql;
 mod audit;
 mod audit_model;
+mod audit_throttle;
 mod audit_wording;
 mod backfill;
 mod backfill_policy;

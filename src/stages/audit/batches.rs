@@ -19,16 +19,16 @@ use crate::lock::RunnerLock;
 use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
 use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
+use crate::stages::keepalive::Session;
 
 /// How often the runner lock's heartbeat is refreshed (a lock row whose heartbeat is a minute
 /// old is taken to be a dead runner's): at most once in this time, as the backfill does.
-const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
 /// the run stopped early (the rows so far are kept in the partial report beside it). The
 /// runner lock's heartbeat (`lock`, a lock row on SQLite and Galera) is refreshed at most every
-/// [`HEARTBEAT_EVERY`] between batches.
+/// [`crate::stages::keepalive::HEARTBEAT_EVERY`] between batches.
 ///
 /// Errors: database or I/O failure (the report is abandoned: nothing under the final name).
 pub(super) async fn audit_batches(
@@ -84,10 +84,14 @@ pub(super) async fn audit_batches(
     progress.advance(summary.rows_checked / per_row);
     let mut stopped = false;
     let mut stopped_by = None;
-    let mut last_heartbeat = Instant::now();
+    let mut session = Session::new(lock);
     // The last conversation of the batch in flight, for the error of a failed batch.
     let mut hi: Option<Key> = None;
     let result: Result<()> = async {
+        let stop = opts.stop.as_deref();
+        session
+            .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
+            .await?;
         while let Some(mut batch) = next_batch(
             conn,
             ctx,
@@ -114,11 +118,7 @@ pub(super) async fn audit_batches(
             progress.advance(batch.rows.max(checked.max(0) as u64 / per_row));
             lo = Some(batch.hi);
             hi = None;
-            if let Some(lock) = lock.filter(|_| last_heartbeat.elapsed() >= HEARTBEAT_EVERY) {
-                // Best effort: a missed heartbeat only matters after a minute of them.
-                let _ = lock.heartbeat(conn).await;
-                last_heartbeat = Instant::now();
-            }
+            session.heartbeat(conn).await;
             let stop_asked = opts
                 .stop
                 .as_ref()
@@ -135,6 +135,16 @@ pub(super) async fn audit_batches(
                     .is_some();
                 break;
             }
+            // The throttles (issue 30), as the backfill's: the session kept alive meanwhile.
+            if !opts.pause_between_batches.is_zero() {
+                progress.message("pause between batches");
+                session.wait(conn, opts.pause_between_batches).await?;
+                progress.message("");
+            }
+            let stop = opts.stop.as_deref();
+            session
+                .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
+                .await?;
         }
         Ok(())
     }

@@ -69,6 +69,11 @@ pub struct AuditOptions {
     /// `--run-time` does (the rows so far kept in `REPORT.partial`, the run recorded as
     /// incomplete, exit 4; `--resume` continues it).
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Throttle (issue 30: an audit run back to back doubled the application's p99): a pause
+    /// after every batch, the session kept alive ([`crate::stages::keepalive`]).
+    pub pause_between_batches: Duration,
+    /// Throttle: wait before the next batch while this file exists (`--pause-file`).
+    pub pause_file: Option<PathBuf>,
 }
 
 impl Default for AuditOptions {
@@ -96,6 +101,8 @@ impl Default for AuditOptions {
             lock_timeout: Duration::from_secs(2),
             min_age: None,
             stop: None,
+            pause_between_batches: Duration::ZERO,
+            pause_file: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keepalive::Session;
+use crate::stages::keepalive::Session;
 
 use super::{next_batch, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
@@ -341,7 +341,14 @@ async fn run_batches(
                 summary.interrupted = true;
                 break;
             }
-            paused += wait_while_paused(conn, &mut session, opts, &mut progress).await?;
+            paused += session
+                .wait_while_file(
+                    conn,
+                    opts.pause_file.as_deref(),
+                    opts.stop.as_deref(),
+                    &mut progress,
+                )
+                .await?;
             let found = next_batch(
                 conn,
                 ctx,
@@ -486,32 +493,6 @@ fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
         .build()
 }
 
-/// Waits while `--pause-file` exists (or until a stop is asked), saying so on the progress
-/// line and keeping the session alive (`keepalive.rs`); returns the time waited (not active
-/// time: see `--max-rows-per-second`).
-///
-/// Errors (exit 3): the session ended while paused.
-async fn wait_while_paused(
-    conn: &mut AnyConnection,
-    session: &mut Session<'_>,
-    opts: &BackfillOptions,
-    progress: &mut crate::progress::Progress,
-) -> Result<Duration> {
-    let Some(path) = &opts.pause_file else {
-        return Ok(Duration::ZERO);
-    };
-    let pause_started = Instant::now();
-    while path.exists() {
-        progress.message(&format!("paused: {} exists", path.display()));
-        if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
-            break;
-        }
-        session.wait(conn, Duration::from_millis(500)).await?;
-    }
-    progress.message("");
-    Ok(pause_started.elapsed())
-}
-
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {
     let sub = render(
         "subjects.sql",
@@ -575,7 +556,6 @@ pub fn statements_in(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<(&'stati
 
 mod binds;
 mod evidence;
-mod keepalive;
 mod summary;
 mod throttle;
 

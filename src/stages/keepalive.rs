@@ -1,4 +1,5 @@
-//! The backfill's waits with the session kept alive (issue 29 row 17): a server setting that
+//! The waits of a stage that runs in batches (backfill, audit) with the session kept alive
+//! (issue 29 row 17; the audit's throttles, issue 30): a server setting that
 //! ends idle sessions (PostgreSQL's `idle_session_timeout`, e.g. `ALTER DATABASE … SET
 //! idle_session_timeout = '1s'`; MySQL/MariaDB's `wait_timeout`) shorter than
 //! `--pause-between-batches`, a pause file, a throttle or a lock-wait backoff used to end the
@@ -9,9 +10,12 @@
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::lock::RunnerLock;
+use crate::progress::Progress;
 
 /// How often a waiting backfill runs `SELECT 1`: well under a one-second idle timeout (the
 /// shortest PostgreSQL's `idle_session_timeout` a DBA sets in practice, and MySQL's smallest
@@ -23,7 +27,7 @@ pub const KEEPALIVE_EVERY: Duration = Duration::from_millis(250);
 /// this time, not after every batch, which cost one more commit per batch.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
-/// The backfill's session between batches: its runner lock (None in a dry run) and when the
+/// A batched stage's session between batches (backfill, audit): its runner lock (None in a dry run) and when the
 /// lock last beat.
 pub struct Session<'a> {
     lock: Option<&'a RunnerLock>,
@@ -59,7 +63,7 @@ impl<'a> Session<'a> {
             .execute(&mut *conn)
             .await
             .context(
-                "the database session ended while the backfill waited (a pause, a throttle or a \
+                "the database session ended while tidemark waited (a pause, a throttle or a \
                  lock-wait backoff): a server setting that ends idle sessions may be shorter than \
                  the keep-alive (PostgreSQL idle_session_timeout, MySQL/MariaDB wait_timeout); a \
                  rerun resumes after the last finished batch",
@@ -82,5 +86,33 @@ impl<'a> Session<'a> {
             tokio::time::sleep(left.min(KEEPALIVE_EVERY)).await;
             self.keep_alive(conn).await?;
         }
+    }
+
+    /// Waits while `path` exists (`--pause-file`; None: no wait) or until `stop` is set
+    /// (Ctrl-C, SIGTERM), saying so on the progress line and keeping the session alive
+    /// ([`Self::wait`] in steps of 500 ms). Returns the time waited, milliseconds precise (not
+    /// active time: see `--max-rows-per-second`).
+    ///
+    /// Errors (exit 3): the session ended while paused.
+    pub async fn wait_while_file(
+        &mut self,
+        conn: &mut AnyConnection,
+        path: Option<&Path>,
+        stop: Option<&AtomicBool>,
+        progress: &mut Progress,
+    ) -> Result<Duration> {
+        let Some(path) = path else {
+            return Ok(Duration::ZERO);
+        };
+        let started = Instant::now();
+        while path.exists() {
+            progress.message(&format!("paused: {} exists", path.display()));
+            if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                break;
+            }
+            self.wait(conn, Duration::from_millis(500)).await?;
+        }
+        progress.message("");
+        Ok(started.elapsed())
     }
 }
