@@ -21,9 +21,6 @@ use crate::report::ReportWriter;
 use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
 use crate::stages::keepalive::Session;
 
-/// How often the runner lock's heartbeat is refreshed (a lock row whose heartbeat is a minute
-/// old is taken to be a dead runner's): at most once in this time, as the backfill does.
-
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
 /// the run stopped early (the rows so far are kept in the partial report beside it). The
