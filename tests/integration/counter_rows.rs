@@ -25,23 +25,7 @@ fn data() -> Vec<String> {
             }
         })
         .collect();
-    for conv in 1..=2i64 {
-        for id in 1..=4i64 {
-            sql.push(format!(
-                "INSERT INTO messages (conv_id, id, sender_id) VALUES ({conv}, {}, 'a')",
-                conv * 10 + id
-            ));
-        }
-        for user in ["a", "b", "c"] {
-            sql.push(format!(
-                "INSERT INTO members (conv_id, user_id, active) VALUES ({conv}, '{user}', 1)"
-            ));
-            let unread = if user == "a" { 0 } else { 2 };
-            sql.push(format!(
-                "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES ({conv}, '{user}', {unread})"
-            ));
-        }
-    }
+    sql.extend(crate::common::two_small_conversations(|conv| conv * 10, 2));
     sql
 }
 

@@ -23,23 +23,10 @@ on_every_backend!(position_evidence_below_zero_is_no_position);
 /// `b`, `c` in each, `b` and `c` with 3 unread; no receipt.
 fn data() -> Vec<String> {
     let mut sql = tidemark::legacy_schema::schema_sql();
-    for conv in 1..=2i64 {
-        for id in 1..=4i64 {
-            sql.push(format!(
-                "INSERT INTO messages (conv_id, id, sender_id) VALUES ({conv}, {}, 'a')",
-                (conv - 1) * 10 + id
-            ));
-        }
-        for user in ["a", "b", "c"] {
-            sql.push(format!(
-                "INSERT INTO members (conv_id, user_id, active) VALUES ({conv}, '{user}', 1)"
-            ));
-            let unread = if user == "a" { 0 } else { 3 };
-            sql.push(format!(
-                "INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES ({conv}, '{user}', {unread})"
-            ));
-        }
-    }
+    sql.extend(crate::common::two_small_conversations(
+        |conv| (conv - 1) * 10,
+        3,
+    ));
     sql
 }
 

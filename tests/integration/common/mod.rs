@@ -381,3 +381,29 @@ pub async fn int_watermarks(
         })
         .collect()
 }
+
+/// Rows for the legacy schema (`tidemark::legacy_schema`): conversations 1 and 2, each with
+/// four messages from `a` (positions `first(conv) + 1 ..= first(conv) + 4`) and members `a`,
+/// `b`, `c`, one counter row each: 0 for `a` (the sender), `unread` for `b` and `c`.
+pub fn two_small_conversations(first: impl Fn(i64) -> i64, unread: i64) -> Vec<String> {
+    let mut sql = Vec::new();
+    for conv in 1..=2i64 {
+        for id in 1..=4i64 {
+            sql.push(format!(
+                "INSERT INTO messages (conv_id, id, sender_id) VALUES ({conv}, {}, 'a')",
+                first(conv) + id
+            ));
+        }
+        for user in ["a", "b", "c"] {
+            sql.push(format!(
+                "INSERT INTO members (conv_id, user_id, active) VALUES ({conv}, '{user}', 1)"
+            ));
+            let unread = if user == "a" { 0 } else { unread };
+            sql.push(format!(
+                "INSERT INTO unread_counters (conv_id, user_id, unread_count) \
+                 VALUES ({conv}, '{user}', {unread})"
+            ));
+        }
+    }
+    sql
+}
