@@ -269,6 +269,8 @@ async fn audit_scope(
     }
     let ctx = crate::dialect::SqlContext::new(mapping, dsn.dialect);
     let (_, conv) = crate::schema::watermark_key_types(conn, mapping, &ctx).await?;
+    let uuid_keys = crate::schema::KeyFamily::of(dsn.dialect, &conv.ddl)
+        == Some(crate::schema::KeyFamily::Uuid);
     if let Some(range) = &args.conversations {
         let (from, to) = range.split_once("..").ok_or_else(|| {
             crate::error::input_error(format!(
@@ -285,6 +287,20 @@ async fn audit_scope(
                         "--conversations {range:?}: {text:?} is not an integer (the conversation key is an integer column)"
                     ))
                 })?),
+                // A uuid key is compared as its lower-case hyphenated text (issue 29 row 14):
+                // a bound in any of the uuid's spellings (upper case, braces, no hyphens)
+                // becomes that text, and a bound that is no uuid is refused, not matched as
+                // text against nothing.
+                crate::schema::KeyKind::Text if uuid_keys => Key::Text(
+                    uuid::Uuid::try_parse(text)
+                        .map_err(|_| {
+                            crate::error::input_error(format!(
+                                "--conversations {range:?}: {text:?} is not a uuid (the conversation key is a uuid column)"
+                            ))
+                        })?
+                        .hyphenated()
+                        .to_string(),
+                ),
                 crate::schema::KeyKind::Text => Key::Text(text.to_string()),
             }))
         };

@@ -415,6 +415,18 @@ async fn uuid_keys_work_on_every_stage_and_in_sql_app(backend: Backend) {
         report.lines().skip(1).collect::<Vec<_>>(),
         vec![want.as_str()]
     );
+    // `--conversations` bounds in another spelling of the uuid (upper case, braces) cover
+    // the same conversation (they were compared as text and left it out: exit 2, no row);
+    // a bound that is no uuid is refused, naming it.
+    let upper = UUID_CONV.to_uppercase();
+    let range = format!("{upper}..{{{UUID_CONV}}}");
+    let args = ["audit", "--report", "range.csv", "--conversations", &range];
+    run(dir.path(), &db, &args).expect_code(1);
+    let ranged = std::fs::read_to_string(dir.path().join("range.csv")).unwrap();
+    assert_eq!(ranged, report, "the range covers the conversation");
+    let refused = run(dir.path(), &db, &["audit", "--conversations", "1..5"]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("is not a uuid"), "{refused:?}");
 
     // The application's statements, bound as uuids.
     let out = run(dir.path(), &db, &["sql", "app", "--format", "json"]);

@@ -132,15 +132,33 @@ fn backfill_json(dir: &Path, db: &TestDb, extra: &[&str]) -> serde_json::Value {
 /// now (New York wall time); u3's counter 0 would mark it read, but it is younger than the
 /// settle time: held (in UTC it looked 4 or 5 hours old, and was covered).
 ///
-/// PostgreSQL: the database's `timezone` is America/New_York, no option. MariaDB: the server's
-/// global zone is every test's, so `--time-zone -04:00` names the zone instead. A zone the
-/// server does not know is exit 2 naming it, before expand writes anything.
+/// PostgreSQL: the database's `timezone` is America/New_York, no option; then again with
+/// `--time-zone -04:00` in a database left in UTC (an offset means four hours behind UTC on
+/// every server: PostgreSQL itself would read a bare `-04:00` the POSIX way, four hours
+/// ahead, and u1 got 3). MariaDB: the server's global zone is every test's, so `--time-zone
+/// -04:00` names the zone instead. A zone the server does not know is exit 2 naming it,
+/// before expand writes anything.
 async fn zone_of_the_session(backend: Backend) {
+    zone_case(backend, backend != Backend::Postgres).await;
+    if backend == Backend::Postgres {
+        zone_case(backend, true).await;
+    }
+}
+
+/// One run of [`zone_of_the_session`]: the zone named with `--time-zone -04:00` (`named`) or,
+/// on PostgreSQL, the database's own.
+async fn zone_case(backend: Backend, named: bool) {
     let Some((db, dir, mut conn)) = setup(backend, "tz_session").await else {
         return;
     };
     let d = dir.path();
     let (types, read_at, now_local, option): (_, _, _, &[&str]) = match backend {
+        Backend::Postgres if named => (
+            ("timestamp", "timestamptz"),
+            "'2024-06-01 10:15:00-04'",
+            "(now() AT TIME ZONE 'UTC' - INTERVAL '4 hours')",
+            &["--time-zone", "-04:00"],
+        ),
         Backend::Postgres => {
             exec_all(
                 &mut conn,
@@ -393,6 +411,35 @@ async fn zero_dates_are_no_evidence(backend: Backend) {
         backend.name()
     );
     assert_eq!(summary["times_not_times"], 2, "{summary}");
+    let _ = sqlx::Connection::close(conn).await;
+    db.cleanup().await;
+}
+
+/// SQLite has no session time zone: `--time-zone` would change nothing, so every database
+/// command refuses it (exit 2, naming the option) before anything is written, rather than
+/// ignoring it (a fresh user's try: `audit --time-zone Nowhere/Zone` ran as if unset).
+#[tokio::test]
+async fn time_zone_option_is_refused_on_sqlite() {
+    let Some((db, dir, mut conn)) = setup(Backend::Sqlite, "tz_sqlite").await else {
+        return;
+    };
+    let d = dir.path();
+    exec_all(&mut conn, &schema("TEXT", "TEXT")).await;
+    for zone in ["America/New_York", "-04:00"] {
+        let refused = tm(d, &db, &["expand", "--time-zone", zone]);
+        assert_eq!(refused.code, Some(2), "{refused:?}");
+        assert!(
+            refused.stderr.contains("--time-zone") && refused.stderr.contains("SQLite"),
+            "{refused:?}"
+        );
+    }
+    let tables = scalar(
+        &mut conn,
+        "SELECT COUNT(*) FROM sqlite_master WHERE name = 'read_watermarks'",
+    )
+    .await;
+    assert_eq!(tables, 0, "a refused expand wrote nothing");
+    tm(d, &db, &["expand"]).expect_code(0);
     let _ = sqlx::Connection::close(conn).await;
     db.cleanup().await;
 }

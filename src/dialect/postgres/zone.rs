@@ -63,8 +63,19 @@ pub(super) fn apply<'a>(
         };
         // A value as pg_db_role_setting keeps it may be quoted ('America/New_York').
         let value = zone.trim().trim_matches('\'').trim_matches('"').to_string();
+        // An offset the DBA names means what it means in ISO 8601 and on MariaDB (-04:00: four
+        // hours behind UTC); PostgreSQL reads a bare offset the POSIX way (-04:00: four hours
+        // *ahead*), so it is given as the POSIX spelling of the same offset.
+        let setting = if named {
+            match iso_offset_as_posix(&value) {
+                Some(posix) => posix?,
+                None => value.clone(),
+            }
+        } else {
+            value.clone()
+        };
         let set = sqlx::query("SELECT set_config('TimeZone', $1, false) AS zone")
-            .bind(value.clone())
+            .bind(setting)
             .fetch_one(&mut *conn)
             .await;
         match set {
@@ -78,4 +89,52 @@ pub(super) fn apply<'a>(
             Err(_) => Ok(()),
         }
     })
+}
+
+/// `zone` as an ISO 8601 offset (`-04:00`, `+05:30`, `+9`: hours, optionally `:MM`, positive
+/// east of UTC, as MariaDB and ISO 8601 read it) in PostgreSQL's POSIX spelling of the same
+/// offset (`<-04:00>+04:00`, the spelling `SET TIME ZONE INTERVAL '-04:00' HOUR TO MINUTE`
+/// gives: POSIX counts positive west of UTC; PostgreSQL manual, "8.5.3. Time Zones"). None
+/// when `zone` is no offset (a zone name, passed on as it is).
+///
+/// Errors (exit 2): an offset beyond ±14:00 or with minutes above 59.
+fn iso_offset_as_posix(zone: &str) -> Option<Result<String>> {
+    let (sign, rest) = match zone.chars().next()? {
+        '+' => ('+', &zone[1..]),
+        '-' => ('-', &zone[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
+    let digits = |t: &str| !t.is_empty() && t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(h) || !digits(m) {
+        return None;
+    }
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    if m > 59 || h * 60 + m > 14 * 60 {
+        return Some(Err(input_error(format!(
+            "--time-zone {zone:?}: an offset is from -14:00 to +14:00 (hours, then :MM below 60)"
+        ))));
+    }
+    let west = if sign == '+' { '-' } else { '+' };
+    Some(Ok(format!("<{sign}{h:02}:{m:02}>{west}{h:02}:{m:02}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso_offset_as_posix;
+
+    #[test]
+    fn iso_offsets_are_given_in_posix_spelling() {
+        let posix = |z: &str| iso_offset_as_posix(z).map(|r| r.map_err(|e| e.to_string()));
+        assert_eq!(posix("-04:00"), Some(Ok("<-04:00>+04:00".to_string())));
+        assert_eq!(posix("+05:30"), Some(Ok("<+05:30>-05:30".to_string())));
+        assert_eq!(posix("+9"), Some(Ok("<+09:00>-09:00".to_string())));
+        assert_eq!(posix("-14:00"), Some(Ok("<-14:00>+14:00".to_string())));
+        assert!(matches!(posix("+25:00"), Some(Err(e)) if e.contains("-14:00 to +14:00")));
+        assert!(matches!(posix("+14:01"), Some(Err(_))));
+        assert!(matches!(posix("+05:60"), Some(Err(_))));
+        assert_eq!(posix("America/New_York"), None);
+        assert_eq!(posix("UTC"), None);
+        assert_eq!(posix("-04:00:00"), None);
+    }
 }

@@ -155,6 +155,28 @@ impl Spelling for Sqlite {
 }
 
 impl Sessions for Sqlite {
+    /// SQLite has no session time zone: a named `--time-zone` would change nothing, so it is
+    /// refused rather than ignored (README "Time zones and zero dates": text times are read
+    /// with their own offset, a time without one as UTC).
+    ///
+    /// Errors (exit 2): `zone` is given.
+    fn session_time_zone<'a>(
+        &'a self,
+        _conn: &'a mut sqlx::AnyConnection,
+        zone: Option<&'a str>,
+    ) -> crate::dialect::types::BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            match zone {
+                Some(zone) => Err(crate::error::input_error(format!(
+                    "--time-zone {zone:?}: SQLite has no session time zone (a text time is read \
+                     with its own offset, Z or +hh:mm, and a time without one as UTC): leave \
+                     the option out on SQLite"
+                ))),
+                None => Ok(()),
+            }
+        })
+    }
+
     /// A deferred transaction: SQLite is serializable by design.
     fn begin_snapshot_sql(&self) -> &'static [&'static str] {
         &["BEGIN"]
