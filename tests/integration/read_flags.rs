@@ -16,6 +16,7 @@ use sqlx::{AnyConnection, Row};
 
 use crate::common::model::flags::{self, Flagged, OutOfOrder};
 use crate::common::model::{self, Key, Member, Msg, Watermark};
+use crate::common::model::{existing_watermark_inserts, sql_literal as lit};
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use tidemark::db::Dsn;
 use tidemark::mapping::Mapping;
@@ -73,10 +74,6 @@ const SCHEMA: [&str; 3] = [
 struct World {
     db: Flagged,
     existing: BTreeMap<Key, Watermark>,
-}
-
-fn lit(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
 }
 
 /// The INSERTs of a world; message `young` (if any) is created now, the rest long ago.
@@ -166,18 +163,7 @@ async fn run_world(backend: Backend, w: &World, young: Option<i64>) -> Option<Go
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .unwrap();
-    for ((c, u), wm) in &w.existing {
-        exec_all(
-            &mut conn,
-            &[format!(
-                "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ({}, {}, {})",
-                lit(u),
-                lit(c),
-                wm.last_read_id
-            )],
-        )
-        .await;
-    }
+    exec_all(&mut conn, &existing_watermark_inserts(&w.existing)).await;
     let opts = backfill::BackfillOptions {
         batch_size: 2,
         ..Default::default()

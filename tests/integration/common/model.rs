@@ -569,3 +569,24 @@ where
         .run(&strategy, |w| rt.block_on(check(w)))
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A text as an SQL string literal (quotes doubled), for the test data's INSERTs.
+pub fn sql_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The INSERTs of the watermarks the application wrote before a backfill (`existing`, keyed
+/// by (conversation, user), text keys) into `read_watermarks`.
+pub fn existing_watermark_inserts(existing: &BTreeMap<Key, Watermark>) -> Vec<String> {
+    existing
+        .iter()
+        .map(|((c, u), wm)| {
+            format!(
+                "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ({}, {}, {})",
+                sql_literal(u),
+                sql_literal(c),
+                wm.last_read_id
+            )
+        })
+        .collect()
+}

@@ -13,6 +13,7 @@ use sqlx::{AnyConnection, Row};
 
 use super::keys::as_text;
 use crate::common::model::flags::{self, Flagged, OutOfOrder};
+use crate::common::model::{existing_watermark_inserts, sql_literal as lit};
 use crate::common::model::{Key, Member, Msg, Watermark};
 use crate::common::{csv, exec_all, Backend, TestDb};
 use tidemark::db::Dsn;
@@ -139,10 +140,6 @@ pub fn world() -> impl Strategy<Value = World> {
     })
 }
 
-fn lit(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 fn inserts(w: &World) -> Vec<String> {
     let mut out: Vec<String> = SCHEMA.iter().map(|s| s.to_string()).collect();
     for m in &w.db.msgs {
@@ -228,18 +225,7 @@ async fn stages(backend: Backend, db: &TestDb, w: &World) -> Result<(), TestCase
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .map_err(|e| fail("expand", &format!("{e:#}")))?;
-    for ((c, u), wm) in &w.existing {
-        exec_all(
-            &mut conn,
-            &[format!(
-                "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) VALUES ({}, {}, {})",
-                lit(u),
-                lit(c),
-                wm.last_read_id
-            )],
-        )
-        .await;
-    }
+    exec_all(&mut conn, &existing_watermark_inserts(&w.existing)).await;
     let opts = backfill::BackfillOptions {
         batch_size: 2,
         ..Default::default()
