@@ -134,7 +134,10 @@ pub(super) async fn audit_batches(
             }
             // The throttles (issue 30), as the backfill's: the session kept alive meanwhile.
             if !opts.pause_between_batches.is_zero() {
-                progress.message("pause between batches");
+                progress.message(&format!(
+                    "pause between batches ({})",
+                    humantime::format_duration(opts.pause_between_batches)
+                ));
                 session.wait(conn, opts.pause_between_batches).await?;
                 progress.message("");
             }

@@ -436,7 +436,10 @@ async fn run_batches(
                 }
             }
             if !opts.pause_between_batches.is_zero() {
-                progress.message("pause between batches");
+                progress.message(&format!(
+                    "pause between batches ({})",
+                    humantime::format_duration(opts.pause_between_batches)
+                ));
                 session.wait(conn, opts.pause_between_batches).await?;
                 paused += opts.pause_between_batches;
             }
