@@ -422,6 +422,13 @@ pub trait Catalog: Sync {
         TypeClass::of_server_type(self.split_type_attributes(declared).0)
     }
 
+    /// Whether a key column of this declared type cannot be read back through the database
+    /// driver (MySQL/MariaDB `MEDIUMINT`: sqlx's Any driver has no mapping for the wire type
+    /// `Int24`, and every statement that returns such a column fails). False by default.
+    fn key_type_unreadable(&self, _declared: &str) -> bool {
+        false
+    }
+
     /// Whether every value of a column (or expression) of type `declared` is a whole number
     /// within the 64-bit integer range, so that the preflight need not read the values to
     /// know it ([`crate::schema::counter_values`]): an integer type of at most 64 bits,

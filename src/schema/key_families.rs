@@ -130,6 +130,17 @@ impl KeyFamilies {
                 });
             }
         }
+        if let Some(k) = typed
+            .iter()
+            .find(|k| dialect.catalog().key_type_unreadable(&k.declared))
+        {
+            return Err(input_error(format!(
+                "{}.{} is {}: tidemark's database driver cannot read {} keys of this type \
+                 back (MySQL/MariaDB MEDIUMINT); give the column a type of INT or BIGINT, or \
+                 map a view that passes it on as CAST({} AS SIGNED) (README \"Key types\")",
+                k.table, k.column, k.declared, k.family, k.column
+            )));
+        }
         let families = Self::check(&typed, &mapping.watermarks.table)?;
         for key in &typed {
             check_unsigned_range(conn, dialect, key).await?;

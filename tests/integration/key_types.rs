@@ -223,6 +223,72 @@ async fn mixed_signedness_integer_keys_compare_as_values() {
     db.cleanup().await;
 }
 
+/// MariaDB: all-unsigned keys (`INT UNSIGNED` conversations, `SMALLINT UNSIGNED` users) run
+/// through every stage and the audit reports the drifting row, as with `INT` keys. A
+/// `MEDIUMINT` key, which the database driver cannot read back (the differential test's
+/// 200-case run found the backfill and the audit exiting 3 mid-run, `Any driver does not
+/// support MySql type … Int24`), is refused by `expand` before anything is written (exit 2,
+/// naming the column and the remedy).
+#[tokio::test]
+async fn integer_keys_of_every_width_are_read_or_refused() {
+    let Some(db) = TestDb::create(Backend::Mysql, "keytypes_medium").await else {
+        return;
+    };
+    let decl = KeyDecl {
+        msg_conv: "INT",
+        msg_sender: "MEDIUMINT",
+        members: "MEDIUMINT",
+        receipts_conv: "INT",
+        receipts_user: "MEDIUMINT",
+    };
+    let mut conn = db.connect().await;
+    exec_all(&mut conn, &schema_and_data(&decl, "1", ["10", "20", "30"])).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();
+    let refused = run(dir.path(), &db, &["expand"]);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("is mediumint") && refused.stderr.contains("AS SIGNED"),
+        "{}",
+        refused.stderr
+    );
+    drop(conn);
+    db.cleanup().await;
+    for (conv, user) in [("INT UNSIGNED", "SMALLINT UNSIGNED")] {
+        let Some(db) = TestDb::create(Backend::Mysql, "keytypes_width").await else {
+            return;
+        };
+        let decl = KeyDecl {
+            msg_conv: conv,
+            msg_sender: user,
+            members: user,
+            receipts_conv: conv,
+            receipts_user: user,
+        };
+        let mut conn = db.connect().await;
+        exec_all(&mut conn, &schema_and_data(&decl, "1", ["10", "20", "30"])).await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();
+        run(dir.path(), &db, &["expand"]).expect_code(0);
+        run(dir.path(), &db, &["backfill"]).expect_code(0);
+        assert_eq!(
+            watermarks(&mut conn, "CHAR").await,
+            expected_watermarks("1", ["10", "20", "30"]),
+            "{conv} / {user}"
+        );
+        run(dir.path(), &db, &["audit", "--report", "drift.csv"]).expect_code(1);
+        let report = std::fs::read_to_string(dir.path().join("drift.csv")).unwrap();
+        assert_eq!(
+            report.lines().nth(1),
+            Some(DRIFT_ROW),
+            "{conv} / {user}: {report}"
+        );
+        assert_eq!(report.lines().count(), 2, "{report}");
+        drop(conn);
+        db.cleanup().await;
+    }
+}
+
 /// Row 22 (SQLite): the counter is a view whose user key is an expression
 /// (`SELECT conv, 0 AS reader, unread FROM convs`), declared with no type. Before the fix the
 /// audit exited 3 as soon as a row drifted (`decoding column "usr": … Option<Vec<u8>> … not

@@ -9,6 +9,15 @@ use crate::dialect::traits::{Catalog, Spelling};
 use crate::dialect::types::{BoxFuture, DdlProbe, RefusedProbe};
 
 impl Catalog for Mysql {
+    /// `MEDIUMINT` (signed or not) travels as the wire type `Int24`, which sqlx's Any driver
+    /// does not map (`Any driver does not support MySql type … Int24`).
+    fn key_type_unreadable(&self, declared: &str) -> bool {
+        declared
+            .trim()
+            .to_ascii_lowercase()
+            .starts_with("mediumint")
+    }
+
     fn time_has_zone(&self, declared: &str) -> bool {
         // TIMESTAMP is kept in UTC and shown in the session's zone; DATETIME is wall time.
         let d = declared.trim().to_ascii_lowercase();
