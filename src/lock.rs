@@ -45,14 +45,27 @@ impl RunnerLock {
     /// Takes the lock `name` (e.g. `tidemark:backfill:<fingerprint prefix>`).
     ///
     /// Errors (exit 3): another runner holds it; the message names it (PostgreSQL: backend
-    /// pid, client and start; MySQL: connection id and host; SQLite: pid and host).
+    /// pid, client and start; MySQL: connection id and host; SQLite: pid and host); a lock
+    /// wait that still gives up after four retries.
     pub async fn acquire(
         conn: &mut AnyConnection,
         dialect: Dialect,
         name: &str,
     ) -> Result<RunnerLock> {
         let name = dialect.locks().runner_lock_name(conn, name).await?;
-        match dialect.locks().try_runner_lock(conn, &name).await? {
+        // Taking a lock row is a write: on SQLite a busy application can outlast the busy
+        // timeout once. A lock wait is retried (200, 400, 800, 1600 ms), as a batch's is.
+        let mut attempt = 0;
+        let taken = loop {
+            match dialect.locks().try_runner_lock(conn, &name).await {
+                Err(e) if is_lock_wait(&e) && attempt < 4 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200 << attempt)).await;
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        };
+        match taken {
             LockAttempt::Taken(kind) => Ok(RunnerLock {
                 name,
                 dialect,
