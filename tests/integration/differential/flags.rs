@@ -136,6 +136,7 @@ pub fn world() -> impl Strategy<Value = World> {
                 read,
             );
         }
+        crate::read_flags::without_memberless_conversations(&mut db);
         World { db, existing }
     })
 }
