@@ -171,6 +171,23 @@ async fn text_beside_integer_keys_is_refused_before_anything_runs(backend: Backe
     db.cleanup().await;
 }
 
+/// Expand, backfill and audit of [`schema_and_data`]'s conversation 1 (users 10, 20, 30) on
+/// MariaDB, in `dir` (mapping `tidemark.toml`): the watermarks are the expected ones and the
+/// report holds exactly [`DRIFT_ROW`]; `what` names the key types in a failure.
+async fn expand_backfill_audit(dir: &Path, db: &TestDb, conn: &mut AnyConnection, what: &str) {
+    run(dir, db, &["expand"]).expect_code(0);
+    run(dir, db, &["backfill"]).expect_code(0);
+    assert_eq!(
+        watermarks(conn, "CHAR").await,
+        expected_watermarks("1", ["10", "20", "30"]),
+        "{what}"
+    );
+    run(dir, db, &["audit", "--report", "drift.csv"]).expect_code(1);
+    let report = std::fs::read_to_string(dir.join("drift.csv")).unwrap();
+    assert_eq!(report.lines().nth(1), Some(DRIFT_ROW), "{what}: {report}");
+    assert_eq!(report.lines().count(), 2, "{what}: {report}");
+}
+
 /// Row 13 (MariaDB): `INT UNSIGNED` member and counter keys beside `INT` message senders and
 /// receipts. Before the fix the audit exited 3 (`Any driver does not support MySql type …
 /// NewDecimal`: the audit's UNION of the two typed DECIMAL); now the keys compare as values.
@@ -191,16 +208,7 @@ async fn mixed_signedness_integer_keys_compare_as_values() {
     exec_all(&mut conn, &schema_and_data(&decl, "1", ["10", "20", "30"])).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();
-    run(dir.path(), &db, &["expand"]).expect_code(0);
-    run(dir.path(), &db, &["backfill"]).expect_code(0);
-    assert_eq!(
-        watermarks(&mut conn, "CHAR").await,
-        expected_watermarks("1", ["10", "20", "30"])
-    );
-    run(dir.path(), &db, &["audit", "--report", "drift.csv"]).expect_code(1);
-    let report = std::fs::read_to_string(dir.path().join("drift.csv")).unwrap();
-    assert_eq!(report.lines().nth(1), Some(DRIFT_ROW), "{report}");
-    assert_eq!(report.lines().count(), 2, "{report}");
+    expand_backfill_audit(dir.path(), &db, &mut conn, "INT / INT UNSIGNED").await;
 
     exec_all(
         &mut conn,
@@ -269,21 +277,8 @@ async fn integer_keys_of_every_width_are_read_or_refused() {
         exec_all(&mut conn, &schema_and_data(&decl, "1", ["10", "20", "30"])).await;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();
-        run(dir.path(), &db, &["expand"]).expect_code(0);
-        run(dir.path(), &db, &["backfill"]).expect_code(0);
-        assert_eq!(
-            watermarks(&mut conn, "CHAR").await,
-            expected_watermarks("1", ["10", "20", "30"]),
-            "{conv} / {user}"
-        );
-        run(dir.path(), &db, &["audit", "--report", "drift.csv"]).expect_code(1);
-        let report = std::fs::read_to_string(dir.path().join("drift.csv")).unwrap();
-        assert_eq!(
-            report.lines().nth(1),
-            Some(DRIFT_ROW),
-            "{conv} / {user}: {report}"
-        );
-        assert_eq!(report.lines().count(), 2, "{report}");
+        let what = format!("{conv} / {user}");
+        expand_backfill_audit(dir.path(), &db, &mut conn, &what).await;
         drop(conn);
         db.cleanup().await;
     }
