@@ -65,8 +65,9 @@ pub(super) async fn audit_batches(
     let unit = match shape {
         Shape::PerMember => BatchUnit::Counters,
         Shape::PerMessage => BatchUnit::Messages,
-        // The members (read_flags needs them): the flag rows are many per member.
-        Shape::ReadFlags => BatchUnit::Subjects,
+        // The members (read_flags needs them): the flag rows are many per member; and the
+        // conversations without a member row, whose flag rows are orphans.
+        Shape::ReadFlags => BatchUnit::SubjectsAndMessages,
     };
     let total = match rows_in_scope(conn, run).await {
         Ok(total) => total,
