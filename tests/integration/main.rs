@@ -43,6 +43,7 @@ mod contract_gate;
 mod contract_privileges;
 mod counter_rows;
 mod demo;
+mod docs_examples;
 mod differential;
 mod duplicate_members;
 mod evidence_forms;
