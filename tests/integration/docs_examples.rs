@@ -112,7 +112,11 @@ fn words(line: &str) -> Result<Vec<String>, String> {
 /// The examples of one file's ```console blocks, in order.
 fn examples(file: &Path) -> Vec<Example> {
     let text = std::fs::read_to_string(file).expect("a docs file");
-    let name = file.strip_prefix(root()).unwrap_or(file).display().to_string();
+    let name = file
+        .strip_prefix(root())
+        .unwrap_or(file)
+        .display()
+        .to_string();
     let mut out: Vec<Example> = Vec::new();
     let mut in_console = false;
     let mut in_other = false;
@@ -236,7 +240,12 @@ async fn console_examples_run_sqlite() {
             let run = bin::run_env(dir.path(), &args, &[("DATABASE_URL", "sqlite:chat.db")]);
             let output = format!("{}{}", run.stdout, run.stderr);
             if std::env::var_os("TIDEMARK_DOCS_SHOW").is_some() {
-                eprintln!("{}: $ tidemark {}\n{output}? {:?}", example.at, args.join(" "), run.code);
+                eprintln!(
+                    "{}: $ tidemark {}\n{output}? {:?}",
+                    example.at,
+                    args.join(" "),
+                    run.code
+                );
             }
             assert_eq!(
                 run.code,

@@ -1,6 +1,6 @@
 //! A real schema: Matrix Synapse's unread counters (`tests/fixtures/synapse/`, the project's own
 //! copy of the tables and rows of `../shared/fixtures/synapse.*.sql` that matter), mapped as in
-//! README.md's "Worked example: mapping Matrix Synapse": Synapse's own tables, and one view per
+//! The book's "Worked example: mapping Matrix Synapse" (`docs/src/synapse.md`): Synapse's own tables, and one view per
 //! engine for the unread rule that reads the event's JSON.
 //!
 //! On every backend: load the Synapse tables, create the view, run expand, backfill (twice) and
@@ -163,19 +163,12 @@ fn split_sql(text: &str, what: &str) -> Vec<String> {
     out
 }
 
-/// The fenced blocks tagged `lang` in README.md's section "Worked example: mapping Matrix
-/// Synapse", in order.
+/// The fenced blocks tagged `lang` in the book's chapter "Worked example: mapping Matrix
+/// Synapse" (`docs/src/synapse.md`), in order.
 fn readme_blocks(lang: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let at = readme
-        .find("\n## Worked example: mapping Matrix Synapse\n")
-        .expect("README.md has the section \"## Worked example: mapping Matrix Synapse\"");
-    let section = &readme[at + 1..];
-    let section = match section[3..].find("\n## ") {
-        Some(end) => &section[..end + 4],
-        None => section,
-    };
+    let section =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/synapse.md"))
+            .expect("docs/src/synapse.md");
     let mut blocks = Vec::new();
     let mut open: Option<String> = None;
     for line in section.lines() {
@@ -198,7 +191,7 @@ fn readme_blocks(lang: &str) -> Vec<String> {
     blocks
 }
 
-/// README.md's worked example shows this fixture's views and mapping (the report is checked by
+/// docs/src/synapse.md (the worked example) shows this fixture's views and mapping (the report is checked by
 /// `synapse_sqlite`).
 #[test]
 fn readme_shows_the_fixture() {
@@ -208,9 +201,9 @@ fn readme_shows_the_fixture() {
     let views = std::fs::read_to_string(dir.join("views.sqlite.sql")).unwrap();
     let trimmed = |v: Vec<String>| v.iter().map(|s| s.trim().to_string()).collect::<Vec<_>>();
     assert_eq!(
-        trimmed(split_sql(&sql[0], "README.md")),
+        trimmed(split_sql(&sql[0], "docs/src/synapse.md")),
         trimmed(split_sql(&views, "views.sqlite.sql")),
-        "README.md's views differ from tests/fixtures/synapse/views.sqlite.sql (comments aside)"
+        "docs/src/synapse.md's views differ from tests/fixtures/synapse/views.sqlite.sql (comments aside)"
     );
     let toml = readme_blocks("toml");
     assert_eq!(toml.len(), 1, "one toml block in the section");
@@ -222,7 +215,7 @@ fn readme_shows_the_fixture() {
         .collect();
     assert_eq!(
         toml[0], body,
-        "README.md's mapping differs from tests/fixtures/synapse/tidemark.toml"
+        "docs/src/synapse.md's mapping differs from tests/fixtures/synapse/tidemark.toml"
     );
 }
 
@@ -442,12 +435,12 @@ async fn synapse(backend: Backend) {
     }
     let report = &reports[0];
     if backend == Backend::Sqlite {
-        // README.md's worked example ends with this report, produced on SQLite.
+        // docs/src/synapse.md's worked example ends with this report, produced on SQLite.
         let csv = readme_blocks("csv");
         let written = std::fs::read_to_string(tmp.path().join("drift-5000.csv")).unwrap();
         if csv.len() != 1 || csv[0] != written {
             problems.push(format!(
-                "README.md's report differs from the audit's:\n{written}\nREADME.md:\n{}",
+                "docs/src/synapse.md's report differs from the audit's:\n{written}\ndocs/src/synapse.md:\n{}",
                 csv.join("\n")
             ));
         }
