@@ -195,19 +195,22 @@ fn readme_blocks(lang: &str) -> Vec<String> {
 /// `synapse_sqlite`).
 #[test]
 fn readme_shows_the_fixture() {
-    let dir = fixture_dir();
     let sql = readme_blocks("sql");
     assert_eq!(sql.len(), 1, "one sql block in the section");
-    let views = std::fs::read_to_string(dir.join("views.sqlite.sql")).unwrap();
+    let views = std::fs::read_to_string(crate::common::known_mapping_file(
+        "synapse",
+        "views.sqlite.sql",
+    ))
+    .unwrap();
     let trimmed = |v: Vec<String>| v.iter().map(|s| s.trim().to_string()).collect::<Vec<_>>();
     assert_eq!(
         trimmed(split_sql(&sql[0], "docs/src/synapse.md")),
         trimmed(split_sql(&views, "views.sqlite.sql")),
-        "docs/src/synapse.md's views differ from tests/fixtures/synapse/views.sqlite.sql (comments aside)"
+        "docs/src/synapse.md's views differ from contrib/mappings/synapse/views.sqlite.sql (comments aside)"
     );
     let toml = readme_blocks("toml");
     assert_eq!(toml.len(), 1, "one toml block in the section");
-    let file = std::fs::read_to_string(dir.join("tidemark.toml")).unwrap();
+    let file = std::fs::read_to_string(crate::common::known_mapping("synapse")).unwrap();
     let body: String = file
         .lines()
         .skip_while(|l| l.starts_with('#') || l.trim().is_empty())
@@ -215,7 +218,7 @@ fn readme_shows_the_fixture() {
         .collect();
     assert_eq!(
         toml[0], body,
-        "docs/src/synapse.md's mapping differs from tests/fixtures/synapse/tidemark.toml"
+        "docs/src/synapse.md's mapping differs from contrib/mappings/synapse/tidemark.toml"
     );
 }
 
@@ -289,7 +292,10 @@ async fn loaded(
     .await;
     exec_all(
         &mut conn,
-        &statements(&dir.join(format!("views.{name}.sql"))),
+        &statements(&crate::common::known_mapping_file(
+            "synapse",
+            &format!("views.{name}.sql"),
+        )),
     )
     .await;
     Some((db, dsn.dialect, conn))
@@ -299,9 +305,9 @@ async fn synapse(backend: Backend) {
     let Some((db, dialect, mut conn)) = loaded(backend, "synapse").await else {
         return; // skipped: the note is on stderr
     };
-    let dir = fixture_dir();
     let name = backend.name();
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping =
+        Mapping::load(&crate::common::known_mapping("synapse")).expect("the mapping loads");
     let mut problems: Vec<String> = Vec::new();
 
     // The stored counters, the main timeline's rows: exactly the expected table.
@@ -778,7 +784,6 @@ async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
     let Some((db, dialect, mut conn)) = loaded(backend, "synapse_threads").await else {
         return;
     };
-    let dir = fixture_dir();
     let (room, user): (String, String) = {
         let row = sqlx::query(
             "SELECT room_id, user_id FROM event_push_summary WHERE thread_id = 'main' ORDER BY room_id, user_id",
@@ -796,7 +801,8 @@ async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
         )],
     )
     .await;
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping =
+        Mapping::load(&crate::common::known_mapping("synapse")).expect("the mapping loads");
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .expect("expand");
