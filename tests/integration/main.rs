@@ -46,6 +46,7 @@ mod demo;
 mod differential;
 mod docs_examples;
 mod duplicate_members;
+mod every_counter;
 mod evidence_forms;
 mod evidence_share;
 mod faults;
