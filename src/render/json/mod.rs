@@ -1,7 +1,7 @@
 //! What scripts read: the `--format json` outputs, one pretty-printed JSON object per command
 //! on stdout (progress stays on stderr). Every object is an explicit struct of this module, so
 //! the keys (snake_case) are a contract of their own, independent of the stages' field names;
-//! the README section "Output for scripts" documents them. A key is never removed or renamed
+//! the book's chapter "Output for scripts" (docs/src/output.md) documents them. A key is never removed or renamed
 //! within a major version; new keys may be added.
 
 use serde::Serialize;
