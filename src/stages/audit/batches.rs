@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::rows::record_row;
 use super::tally::BatchTally;
 use super::types::{AuditSummary, BatchRun};
+use crate::db::replica::Connections;
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::ledger::{self, DriftRow};
@@ -29,7 +30,7 @@ use crate::stages::keepalive::Session;
 ///
 /// Errors: database or I/O failure (the report is abandoned: nothing under the final name).
 pub(super) async fn audit_batches(
-    conn: &mut AnyConnection,
+    conns: &mut Connections<'_>,
     run: &BatchRun<'_>,
     mut lo: Option<Key>,
     summary: &mut AuditSummary,
@@ -68,7 +69,7 @@ pub(super) async fn audit_batches(
         // The members (read_flags needs them): the flag rows are many per member.
         Shape::ReadFlags => BatchUnit::Subjects,
     };
-    let total = match rows_in_scope(conn, run).await {
+    let total = match rows_in_scope(conns.reads(), run).await {
         Ok(total) => total,
         Err(e) => {
             report.abandon();
@@ -87,10 +88,10 @@ pub(super) async fn audit_batches(
     let result: Result<()> = async {
         let stop = opts.stop.as_deref();
         session
-            .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
+            .wait_while_file(conns.primary(), opts.pause_file.as_deref(), stop, &mut progress)
             .await?;
         while let Some(mut batch) = next_batch(
-            conn,
+            conns.reads(),
             ctx,
             unit,
             conv_kind,
@@ -102,11 +103,11 @@ pub(super) async fn audit_batches(
         {
             hi = Some(batch.hi.clone());
             let (checked, drifting) =
-                audit_batch(conn, run, &mut batch, summary, &mut report).await?;
+                audit_batch(conns.reads(), run, &mut batch, summary, &mut report).await?;
             summary.rows_checked += checked.max(0) as u64;
             if opts.store_rows && !drifting.is_empty() {
                 if let Some(id) = summary.ledger_id {
-                    ledger::store_rows(conn, ctx.dialect, id, &drifting).await?;
+                    ledger::store_rows(conns.primary(), ctx.dialect, id, &drifting).await?;
                 }
             }
             summary.batches += 1;
@@ -115,7 +116,7 @@ pub(super) async fn audit_batches(
             progress.advance(batch.rows.max(checked.max(0) as u64 / per_row));
             lo = Some(batch.hi);
             hi = None;
-            session.heartbeat(conn).await;
+            session.heartbeat(conns.primary()).await;
             let stop_asked = opts
                 .stop
                 .as_ref()
@@ -127,7 +128,8 @@ pub(super) async fn audit_batches(
             {
                 // Out of time, or a signal: incomplete only if a batch is left.
                 stopped_by = Some(if stop_asked { "signal" } else { "run_time" });
-                stopped = next_batch(conn, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
+                let reads = conns.reads();
+                stopped = next_batch(reads, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
                     .await?
                     .is_some();
                 break;
@@ -138,12 +140,15 @@ pub(super) async fn audit_batches(
                     "pause between batches ({})",
                     humantime::format_duration(opts.pause_between_batches)
                 ));
-                session.wait(conn, opts.pause_between_batches).await?;
+                session.wait(conns.primary(), opts.pause_between_batches).await?;
+                if conns.has_replica() {
+                    session.keep_alive(conns.reads()).await?;
+                }
                 progress.message("");
             }
             let stop = opts.stop.as_deref();
             session
-                .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
+                .wait_while_file(conns.primary(), opts.pause_file.as_deref(), stop, &mut progress)
                 .await?;
         }
         Ok(())
