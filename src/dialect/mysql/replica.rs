@@ -63,13 +63,12 @@ pub(super) async fn state(
         });
     };
     let started = Instant::now();
-    let reached: Option<i64> =
-        sqlx::query_scalar("SELECT CAST(MASTER_GTID_WAIT(?, ?) AS SIGNED)")
-            .bind(&position)
-            .bind(limit.as_secs_f64())
-            .fetch_one(&mut *replica)
-            .await
-            .context("MASTER_GTID_WAIT on the replica")?;
+    let reached: Option<i64> = sqlx::query_scalar("SELECT CAST(MASTER_GTID_WAIT(?, ?) AS SIGNED)")
+        .bind(&position)
+        .bind(limit.as_secs_f64())
+        .fetch_one(&mut *replica)
+        .await
+        .context("MASTER_GTID_WAIT on the replica")?;
     let waited = started.elapsed();
     if reached == Some(0) {
         let lag = if waited < Duration::from_millis(100) {

@@ -30,8 +30,12 @@ pub(super) async fn state(
     }
     // Best effort: reading pg_control_system() may need a privilege the role lacks.
     let id = "SELECT CAST(system_identifier AS TEXT) FROM pg_control_system()";
-    let ours = sqlx::query_scalar::<_, String>(id).fetch_one(&mut *primary).await;
-    let theirs = sqlx::query_scalar::<_, String>(id).fetch_one(&mut *replica).await;
+    let ours = sqlx::query_scalar::<_, String>(id)
+        .fetch_one(&mut *primary)
+        .await;
+    let theirs = sqlx::query_scalar::<_, String>(id)
+        .fetch_one(&mut *replica)
+        .await;
     if let (Ok(ours), Ok(theirs)) = (ours, theirs) {
         if ours != theirs {
             return Ok(ReplicaState::NotReplica(format!(
@@ -55,7 +59,11 @@ pub(super) async fn state(
         let caught_up: bool = row.try_get("caught_up")?;
         let waited = started.elapsed();
         if caught_up {
-            let lag = if waited < POLL { Duration::ZERO } else { waited };
+            let lag = if waited < POLL {
+                Duration::ZERO
+            } else {
+                waited
+            };
             return Ok(ReplicaState::Replica {
                 lag,
                 within: lag <= limit,

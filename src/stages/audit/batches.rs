@@ -88,7 +88,12 @@ pub(super) async fn audit_batches(
     let result: Result<()> = async {
         let stop = opts.stop.as_deref();
         session
-            .wait_while_file(conns.primary(), opts.pause_file.as_deref(), stop, &mut progress)
+            .wait_while_file(
+                conns.primary(),
+                opts.pause_file.as_deref(),
+                stop,
+                &mut progress,
+            )
             .await?;
         while let Some(mut batch) = next_batch(
             conns.reads(),
@@ -140,7 +145,9 @@ pub(super) async fn audit_batches(
                     "pause between batches ({})",
                     humantime::format_duration(opts.pause_between_batches)
                 ));
-                session.wait(conns.primary(), opts.pause_between_batches).await?;
+                session
+                    .wait(conns.primary(), opts.pause_between_batches)
+                    .await?;
                 if conns.has_replica() {
                     session.keep_alive(conns.reads()).await?;
                 }
@@ -148,7 +155,12 @@ pub(super) async fn audit_batches(
             }
             let stop = opts.stop.as_deref();
             session
-                .wait_while_file(conns.primary(), opts.pause_file.as_deref(), stop, &mut progress)
+                .wait_while_file(
+                    conns.primary(),
+                    opts.pause_file.as_deref(),
+                    stop,
+                    &mut progress,
+                )
                 .await?;
         }
         Ok(())
