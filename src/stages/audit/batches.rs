@@ -140,28 +140,7 @@ pub(super) async fn audit_batches(
                 break;
             }
             // The throttles (issue 30), as the backfill's: the session kept alive meanwhile.
-            if !opts.pause_between_batches.is_zero() {
-                progress.message(&format!(
-                    "pause between batches ({})",
-                    humantime::format_duration(opts.pause_between_batches)
-                ));
-                session
-                    .wait(conns.primary(), opts.pause_between_batches)
-                    .await?;
-                if conns.has_replica() {
-                    session.keep_alive(conns.reads()).await?;
-                }
-                progress.message("");
-            }
-            let stop = opts.stop.as_deref();
-            session
-                .wait_while_file(
-                    conns.primary(),
-                    opts.pause_file.as_deref(),
-                    stop,
-                    &mut progress,
-                )
-                .await?;
+            throttle(conns, &mut session, opts, &mut progress).await?;
         }
         Ok(())
     }
@@ -185,6 +164,38 @@ pub(super) async fn audit_batches(
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))
+}
+
+/// The throttles between two batches (issue 30), as the backfill's: `--pause-between-batches`
+/// and `--pause-file`, the primary's session kept alive meanwhile (and the replica's pinged
+/// after a pause).
+///
+/// Errors: a session that ended while waiting.
+async fn throttle(
+    conns: &mut Connections<'_>,
+    session: &mut Session<'_>,
+    opts: &super::types::AuditOptions,
+    progress: &mut crate::progress::Progress,
+) -> Result<()> {
+    if !opts.pause_between_batches.is_zero() {
+        progress.message(&format!(
+            "pause between batches ({})",
+            humantime::format_duration(opts.pause_between_batches)
+        ));
+        session
+            .wait(conns.primary(), opts.pause_between_batches)
+            .await?;
+        if conns.has_replica() {
+            session.keep_alive(conns.reads()).await?;
+        }
+        progress.message("");
+    }
+    let stop = opts.stop.as_deref();
+    let file = opts.pause_file.as_deref();
+    session
+        .wait_while_file(conns.primary(), file, stop, progress)
+        .await?;
+    Ok(())
 }
 
 /// The error of an audit that stops in its next batch (the conversations after `lo` up to
