@@ -450,3 +450,35 @@ async fn dropped_by(
     )
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tables the Spider check asks about: every table the mapping reads, each once (the
+    /// counter table named by both `[counter]` and an evidence entry is asked about once).
+    #[test]
+    fn mapped_tables_each_once_in_order() {
+        let text = crate::legacy_schema::mapping_toml(Shape::PerMember, true);
+        let mapping = Mapping::parse(&text, "t").unwrap();
+        let tables = mapped_tables(&mapping);
+        assert_eq!(
+            tables,
+            ["messages", "members", "unread_counters", "read_receipts"]
+        );
+    }
+
+    /// The refusal names every Spider table and the way out.
+    #[test]
+    fn spider_refusal_names_the_tables_and_per_shard_urls() {
+        let text = spider_refusal(&["messages".into(), "chat.members".into()]);
+        for part in [
+            "messages, chat.members",
+            "ENGINE=SPIDER",
+            "per-shard URLs",
+            "--database URL of each data node",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+    }
+}
