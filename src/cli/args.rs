@@ -221,7 +221,12 @@ pub struct AuditArgs {
     pub read_database: Option<String>,
     /// Refuse (exit 3) a --read-database replica that has not replayed, within this long,
     /// what the primary had written when the audit started ("0s": it must be caught up).
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    #[arg(
+        long,
+        default_value = "30s",
+        value_name = "DURATION",
+        requires = "read_database"
+    )]
     pub max_replica_lag: humantime::Duration,
     /// Stop after the batch that crosses this much time (e.g. "20m"): exit 4, and `--resume`
     /// continues the same run.

@@ -296,6 +296,7 @@ async fn audit_on_replica_equals_primary(backend: Backend) {
     // The text summary names it too.
     let text = f.audit(dir.path(), "text.csv", &["--read-database", &f.replica]);
     text.expect_code(1);
+    eprintln!("{}", text.stdout);
     assert!(
         text.stdout.contains("read on replica") && text.stdout.contains("--max-replica-lag 30s"),
         "{}",
@@ -343,6 +344,7 @@ async fn lagging_replica_is_refused(backend: Backend) {
     .await;
     set_replay(&f.pair, false).await;
     refused.expect_code(3);
+    eprintln!("{}", refused.stderr);
     for part in [
         "lags at least",
         "more than --max-replica-lag 1s",
@@ -363,7 +365,8 @@ async fn lagging_replica_is_refused(backend: Backend) {
 }
 
 /// A primary (the test server itself) given as `--read-database` is refused with exit 2, as
-/// is a replica URL of another engine, and `--read-database` on SQLite.
+/// is a replica URL of another engine, `--read-database` on SQLite, and `--max-replica-lag`
+/// without `--read-database`.
 async fn a_primary_is_not_a_replica(backend: Backend) {
     let Some(db) = TestDb::create(backend, "replica_primary").await else {
         return;
@@ -407,6 +410,11 @@ async fn a_primary_is_not_a_replica(backend: Backend) {
         "{}",
         other.stderr
     );
+    // A limit without a replica is a mistake, not ignored.
+    let args = ["audit", "--database", &db.url, "--max-replica-lag", "5s"];
+    let alone = bin::run(dir.path(), &args);
+    alone.expect_code(2);
+    assert!(alone.stderr.contains("--read-database"), "{}", alone.stderr);
     db.cleanup().await;
 }
 
