@@ -122,6 +122,10 @@ pub(super) async fn audit_batches(
             lo = Some(batch.hi);
             hi = None;
             session.heartbeat(conns.primary()).await;
+            if conns.has_replica() {
+                // The primary idles while the replica reads: kept from an idle-session timeout.
+                session.keep_alive(conns.primary()).await?;
+            }
             let stop_asked = opts
                 .stop
                 .as_ref()
