@@ -31,3 +31,10 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or_default()
 }
+
+/// A duration as people read it, to the millisecond (`1s 250ms`, `0s`): how lags and waits
+/// are named in messages.
+pub fn round_duration(d: std::time::Duration) -> String {
+    let ms = std::time::Duration::from_millis(d.as_millis().min(u64::MAX as u128) as u64);
+    humantime::format_duration(ms).to_string()
+}

@@ -215,6 +215,20 @@ pub struct AuditArgs {
     /// Write nothing to the database (runs with SELECT privileges only).
     #[arg(long)]
     pub no_ledger: bool,
+    /// Run the audit's reads on this streaming replica of --database (a postgres:// or
+    /// mysql:// URL); the ledger, the runner lock and every write stay on the primary. A
+    /// server that is not a replica of --database is refused (exit 2).
+    #[arg(long, value_name = "URL")]
+    pub read_database: Option<String>,
+    /// Refuse (exit 3) a --read-database replica that has not replayed, within this long,
+    /// what the primary had written when the audit started ("0s": it must be caught up).
+    #[arg(
+        long,
+        default_value = "30s",
+        value_name = "DURATION",
+        requires = "read_database"
+    )]
+    pub max_replica_lag: humantime::Duration,
     /// Stop after the batch that crosses this much time (e.g. "20m"): exit 4, and `--resume`
     /// continues the same run.
     #[arg(long, value_name = "DURATION")]

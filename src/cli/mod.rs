@@ -142,6 +142,17 @@ async fn run_backfill(args: BackfillArgs, out: &mut dyn Write) -> Result<Outcome
 async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
     let (dsn, mapping) = args.common.resolve()?;
     let mut conn = dsn.connect().await?;
+    let (mut replica_conn, replica) = match &args.read_database {
+        Some(url) => {
+            let read_dsn = Dsn::parse(url)
+                .map_err(|e| e.context("--read-database"))?
+                .with_time_zone(args.common.time_zone.clone());
+            let limit = args.max_replica_lag.into();
+            let (c, lag) = crate::db::replica::open(&mut conn, &dsn, &read_dsn, limit).await?;
+            (Some(c), Some(lag))
+        }
+        None => (None, None),
+    };
     let (scope, scope_description) = audit_scope(&args, &mut conn, &mapping, &dsn).await?;
     let quiet = args.quiet || args.format == Format::Json;
     let opts = audit::AuditOptions {
@@ -173,12 +184,14 @@ async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
         stop: Some(stop_on_signal()),
         pause_between_batches: args.pause_between_batches.into(),
         pause_file: args.pause_file.clone(),
+        replica,
     };
     if let Some(path) = &args.html {
         // Before the audit's work: a folder that does not exist is named now, not after it.
         crate::report::check_destination(path)?;
     }
-    let outcome = audit::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
+    let conns = crate::db::replica::Connections::reading_on(&mut conn, replica_conn.as_mut());
+    let outcome = audit::run_reading(conns, &mapping, dsn.dialect, &opts).await?;
     match args.format {
         Format::Json => json::audit(out, &outcome.summary)?,
         Format::Text => text::audit(out, &outcome.summary)?,

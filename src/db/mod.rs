@@ -16,6 +16,7 @@ pub mod catalog;
 mod dsn_text;
 pub mod pooling;
 pub mod privileges;
+pub mod replica;
 pub mod testing;
 pub mod tx;
 

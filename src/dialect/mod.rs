@@ -39,5 +39,5 @@ pub use templates::{render, render_plain, RangeParams};
 pub use traits::{Admin, Catalog, ColumnDrop, Distribution, RunnerLocks, Sessions, Spelling};
 pub use types::{
     BoxFuture, Colocation, DdlProbe, DropPlan, DropStep, DropTarget, LockAttempt, LockKind,
-    RefusedProbe, TypeClass,
+    RefusedProbe, ReplicaState, TypeClass,
 };

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::collation::{Collation, KeyCompare};
 use super::types::{
     BoxFuture, Colocation, DdlProbe, DropPlan, DropTarget, LockAttempt, LockKind, RefusedProbe,
-    TypeClass,
+    ReplicaState, TypeClass,
 };
 
 /// SQL rendering: how this engine spells what the templates and the stages write (quoting,
@@ -420,6 +420,42 @@ pub trait Catalog: Sync {
     /// [`Self::expression_type`] return it): the one classifier of types in tidemark.
     fn type_class(&self, declared: &str) -> TypeClass {
         TypeClass::of_server_type(self.split_type_attributes(declared).0)
+    }
+
+    /// Whether `replica` (the `--read-database` connection, issue 31) is a streaming replica
+    /// of `primary`, and how far behind it is: waits at most `limit` for the replica to
+    /// replay what the primary had written when asked (PostgreSQL: `pg_current_wal_lsn()`
+    /// against `pg_last_wal_replay_lsn()`; MariaDB: `@@gtid_binlog_pos` and
+    /// `MASTER_GTID_WAIT`, with `SHOW REPLICA STATUS`'s `Seconds_Behind_Master` where GTIDs
+    /// cannot tell).
+    ///
+    /// Errors: exit 2 where the engine has no replicas (SQLite, the default); exit 3 when
+    /// either server cannot be asked (a missing privilege named).
+    fn replica_state<'a>(
+        &'a self,
+        _primary: &'a mut AnyConnection,
+        _replica: &'a mut AnyConnection,
+        _limit: Duration,
+    ) -> BoxFuture<'a, Result<ReplicaState>> {
+        Box::pin(async {
+            Err(crate::error::input_error(
+                "--read-database: this engine has no replicas (SQLite is one file); leave --read-database out",
+            ))
+        })
+    }
+
+    /// The tables among `tables` (as the mapping names them, maybe `schema.name`) that are
+    /// MariaDB Spider tables (`ENGINE=SPIDER` in `information_schema.TABLES`, issue 31),
+    /// whose pushed-down aggregates return wrong correlated counts; empty where the engine
+    /// has no Spider (the default).
+    ///
+    /// Errors (exit 3): the catalog cannot be read.
+    fn spider_tables<'a>(
+        &'a self,
+        _conn: &'a mut AnyConnection,
+        _tables: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     /// Whether a key column of this declared type cannot be read back through the database

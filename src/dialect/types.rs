@@ -313,3 +313,25 @@ mod tests {
         }
     }
 }
+
+/// What a `--read-database` server is (issue 31), as its engine measured it against the
+/// primary ([`super::traits::Catalog::replica_state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// Not a streaming replica of the primary (a primary itself, a server that replicates
+    /// from nothing, or a replica of another cluster): the engine's evidence in words, e.g.
+    /// "pg_is_in_recovery() is false".
+    NotReplica(String),
+    /// A replica of the primary.
+    Replica {
+        /// How far its data is behind the primary's: zero when it had replayed everything the
+        /// primary had written when asked; else the time it took to catch up with that, or,
+        /// when it did not within the limit, at least the limit (and at least the engine's
+        /// own figure, e.g. `now() - pg_last_xact_replay_timestamp()`).
+        lag: std::time::Duration,
+        /// Whether it caught up within the limit asked.
+        within: bool,
+        /// How the lag was measured, in words (for the summary and the refusal).
+        measured: String,
+    },
+}

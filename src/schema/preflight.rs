@@ -13,7 +13,7 @@ use crate::db::catalog::{table_columns, table_exists};
 use crate::db::privileges::{denied, is_permission_denied, Privilege};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::error::input_error;
-use crate::mapping::{Combine, Mapping, Shape};
+use crate::mapping::{Combine, Evidence, Mapping, Shape};
 use crate::tables::LEDGER_TABLE;
 use crate::values::text;
 
@@ -50,6 +50,7 @@ pub async fn preflight(
     mapping: &Mapping,
     dialect: Dialect,
 ) -> Result<KeyCollations> {
+    refuse_spider(conn, mapping, dialect).await?;
     let mut first = None;
     for view in mapping.per_counter() {
         let collations = preflight_one(conn, &view, dialect).await?;
@@ -59,6 +60,59 @@ pub async fn preflight(
     positions::check(conn, mapping, dialect).await?;
     super::flag_keys::check(conn, mapping, dialect).await?;
     first.ok_or_else(|| input_error("the mapping has no counter"))
+}
+
+/// The legacy tables the mapping reads (messages, members, counters, evidence, the
+/// `[conversations]` and `[users]` tables), each once, in that order.
+fn mapped_tables(mapping: &Mapping) -> Vec<String> {
+    let mut tables = vec![mapping.messages.table.clone()];
+    tables.extend(mapping.members.iter().map(|m| m.table.clone()));
+    for c in &mapping.counters {
+        tables.push(c.table.clone().unwrap_or(mapping.messages.table.clone()));
+    }
+    for e in &mapping.evidence {
+        if let Evidence::Position(s) | Evidence::Timestamp(s) | Evidence::ReadFlags(s) = e {
+            tables.push(s.table.clone());
+        }
+    }
+    tables.extend(mapping.conversations.iter().map(|t| t.table.clone()));
+    tables.extend(mapping.users.iter().map(|t| t.table.clone()));
+    let mut seen = Vec::new();
+    tables.retain(|t| {
+        let new = !seen.contains(t);
+        seen.push(t.clone());
+        new
+    });
+    tables
+}
+
+/// Refuses MariaDB Spider tables among the mapped ones (issue 31): Spider pushes aggregates
+/// down to its data nodes (`spider_direct_aggregate`, its group-by handler), and the
+/// correlated counts of the audit and the backfill came back wrong through it (17,425
+/// drifting rows instead of 1,790, measured by hand). No session setting is relied on to make
+/// them exact: tidemark runs on each data node instead, where the tables are plain InnoDB.
+///
+/// Errors (exit 2): the Spider tables named, with the way out (one run per shard URL).
+/// Exit 3: the catalog cannot be read.
+async fn refuse_spider(
+    conn: &mut AnyConnection,
+    mapping: &Mapping,
+    dialect: Dialect,
+) -> Result<()> {
+    let tables = mapped_tables(mapping);
+    let spider = dialect.catalog().spider_tables(conn, &tables).await?;
+    if spider.is_empty() {
+        return Ok(());
+    }
+    Err(input_error(spider_refusal(&spider)))
+}
+
+/// The message of [`refuse_spider`] for the Spider tables `spider`.
+fn spider_refusal(spider: &[String]) -> String {
+    format!(
+        "the mapped tables {} are MariaDB Spider tables (ENGINE=SPIDER): Spider pushes counts down to its data nodes and the correlated counts tidemark relies on come back wrong through it, so tidemark does not run on them; run it on each shard's own server instead, with per-shard URLs (--database URL of each data node the Spider tables point at, one run per shard)",
+        spider.join(", ")
+    )
 }
 
 /// A mention counter's mentions table (`[[counter]] mentions`): its columns and the messages
@@ -395,4 +449,36 @@ async fn dropped_by(
         &mapping.counter.column,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tables the Spider check asks about: every table the mapping reads, each once (the
+    /// counter table named by both `[counter]` and an evidence entry is asked about once).
+    #[test]
+    fn mapped_tables_each_once_in_order() {
+        let text = crate::legacy_schema::mapping_toml(Shape::PerMember, true);
+        let mapping = Mapping::parse(&text, "t").unwrap();
+        let tables = mapped_tables(&mapping);
+        assert_eq!(
+            tables,
+            ["messages", "members", "unread_counters", "read_receipts"]
+        );
+    }
+
+    /// The refusal names every Spider table and the way out.
+    #[test]
+    fn spider_refusal_names_the_tables_and_per_shard_urls() {
+        let text = spider_refusal(&["messages".into(), "chat.members".into()]);
+        for part in [
+            "messages, chat.members",
+            "ENGINE=SPIDER",
+            "per-shard URLs",
+            "--database URL of each data node",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+    }
 }

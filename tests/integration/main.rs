@@ -73,6 +73,7 @@ mod privileges;
 mod provenance;
 mod read_flags;
 mod readers;
+mod replicas;
 mod report_files;
 mod runner_lock;
 mod scenarios;

@@ -6,9 +6,46 @@ use sqlx::AnyConnection;
 use super::Mysql;
 use crate::dialect::collation::Collation;
 use crate::dialect::traits::{Catalog, Spelling};
-use crate::dialect::types::{BoxFuture, DdlProbe, RefusedProbe};
+use crate::dialect::types::{BoxFuture, DdlProbe, RefusedProbe, ReplicaState};
 
 impl Catalog for Mysql {
+    fn replica_state<'a>(
+        &'a self,
+        primary: &'a mut AnyConnection,
+        replica: &'a mut AnyConnection,
+        limit: std::time::Duration,
+    ) -> BoxFuture<'a, Result<ReplicaState>> {
+        Box::pin(super::replica::state(primary, replica, limit))
+    }
+
+    /// `information_schema.TABLES.ENGINE` of each table, in its schema or the connection's
+    /// database.
+    fn spider_tables<'a>(
+        &'a self,
+        conn: &'a mut AnyConnection,
+        tables: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            let mut spider = Vec::new();
+            for table in tables {
+                let (schema, name) = split_table(table);
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM information_schema.TABLES \
+                     WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? \
+                     AND UPPER(ENGINE) = 'SPIDER'",
+                )
+                .bind(schema)
+                .bind(name)
+                .fetch_one(&mut *conn)
+                .await?;
+                if n > 0 && !spider.contains(table) {
+                    spider.push(table.clone());
+                }
+            }
+            Ok(spider)
+        })
+    }
+
     /// `MEDIUMINT` (signed or not) travels as the wire type `Int24`, which sqlx's Any driver
     /// does not map (`Any driver does not support MySql type … Int24`).
     fn key_type_unreadable(&self, declared: &str) -> bool {

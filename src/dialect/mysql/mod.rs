@@ -1,5 +1,6 @@
 //! MySQL 8.0 or later and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then a lock row, [`galera`]): its operations, one file per job ([`crate::dialect::traits`]): SQL spelling
-//! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop) and `admin.rs`.
+//! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop), `replica.rs` (a binlog replica's lag, issue
+//! 31) and `admin.rs`.
 
 use anyhow::Result;
 use std::time::Duration;
@@ -12,6 +13,7 @@ mod catalog;
 mod ddl;
 pub mod galera;
 mod locks;
+mod replica;
 mod zone;
 
 /// MySQL 8.0 or later and MariaDB 10.6 or later (one server or a Galera cluster: the runner lock is then a lock row, [`galera`]).

@@ -6,10 +6,19 @@ use sqlx::AnyConnection;
 use super::Postgres;
 use crate::dialect::collation::Collation;
 use crate::dialect::traits::{Catalog, Spelling};
-use crate::dialect::types::{BoxFuture, DdlProbe};
+use crate::dialect::types::{BoxFuture, DdlProbe, ReplicaState};
 use crate::values::text;
 
 impl Catalog for Postgres {
+    fn replica_state<'a>(
+        &'a self,
+        primary: &'a mut AnyConnection,
+        replica: &'a mut AnyConnection,
+        limit: std::time::Duration,
+    ) -> BoxFuture<'a, Result<ReplicaState>> {
+        Box::pin(super::replica::state(primary, replica, limit))
+    }
+
     fn time_has_zone(&self, declared: &str) -> bool {
         let d = declared.trim().to_ascii_lowercase();
         d.contains("with time zone") || d.starts_with("timestamptz") || d.starts_with("timetz")

@@ -1,6 +1,6 @@
 //! PostgreSQL 12 or later: its operations, one file per job ([`crate::dialect::traits`]): SQL spelling
 //! and sessions here, `catalog.rs`, `locks.rs`, `ddl.rs` (the contract's drop), `citus.rs`
-//! (tables spread over nodes) and `admin.rs`.
+//! (tables spread over nodes), `replica.rs` (a streaming replica's lag, issue 31) and `admin.rs`.
 
 use anyhow::Result;
 use std::time::Duration;
@@ -13,6 +13,7 @@ mod catalog;
 mod citus;
 mod ddl;
 mod locks;
+mod replica;
 mod zone;
 
 /// PostgreSQL 12 or later.

@@ -293,6 +293,17 @@ pub fn audit(w: &mut dyn Write, s: &AuditSummary) -> io::Result<()> {
     if !s.scope.is_empty() {
         writeln!(w, "  scope: {}", s.scope.join("; "))?;
     }
+    if let Some(r) = &s.replica {
+        let ms = |ms: u64| crate::values::round_duration(std::time::Duration::from_millis(ms));
+        writeln!(
+            w,
+            "  read on replica {}: lag {} when the run started (--max-replica-lag {}: {})",
+            r.url,
+            ms(r.lag_ms),
+            ms(r.max_lag_ms),
+            r.measured
+        )?;
+    }
     if s.left_out_recent > 0 {
         writeln!(
             w,

@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::rows::record_row;
 use super::tally::BatchTally;
 use super::types::{AuditSummary, BatchRun};
+use crate::db::replica::Connections;
 use crate::db::tx::{begin_snapshot, commit, rollback};
 use crate::dialect::{render, Dialect, SqlContext};
 use crate::ledger::{self, DriftRow};
@@ -29,7 +30,7 @@ use crate::stages::keepalive::Session;
 ///
 /// Errors: database or I/O failure (the report is abandoned: nothing under the final name).
 pub(super) async fn audit_batches(
-    conn: &mut AnyConnection,
+    conns: &mut Connections<'_>,
     run: &BatchRun<'_>,
     mut lo: Option<Key>,
     summary: &mut AuditSummary,
@@ -69,7 +70,7 @@ pub(super) async fn audit_batches(
         // conversations without a member row, whose flag rows are orphans.
         Shape::ReadFlags => BatchUnit::SubjectsAndMessages,
     };
-    let total = match rows_in_scope(conn, run).await {
+    let total = match rows_in_scope(conns.reads(), run).await {
         Ok(total) => total,
         Err(e) => {
             report.abandon();
@@ -88,10 +89,15 @@ pub(super) async fn audit_batches(
     let result: Result<()> = async {
         let stop = opts.stop.as_deref();
         session
-            .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
+            .wait_while_file(
+                conns.primary(),
+                opts.pause_file.as_deref(),
+                stop,
+                &mut progress,
+            )
             .await?;
         while let Some(mut batch) = next_batch(
-            conn,
+            conns.reads(),
             ctx,
             unit,
             conv_kind,
@@ -103,11 +109,11 @@ pub(super) async fn audit_batches(
         {
             hi = Some(batch.hi.clone());
             let (checked, drifting) =
-                audit_batch(conn, run, &mut batch, summary, &mut report).await?;
+                audit_batch(conns.reads(), run, &mut batch, summary, &mut report).await?;
             summary.rows_checked += checked.max(0) as u64;
             if opts.store_rows && !drifting.is_empty() {
                 if let Some(id) = summary.ledger_id {
-                    ledger::store_rows(conn, ctx.dialect, id, &drifting).await?;
+                    ledger::store_rows(conns.primary(), ctx.dialect, id, &drifting).await?;
                 }
             }
             summary.batches += 1;
@@ -116,7 +122,11 @@ pub(super) async fn audit_batches(
             progress.advance(batch.rows.max(checked.max(0) as u64 / per_row));
             lo = Some(batch.hi);
             hi = None;
-            session.heartbeat(conn).await;
+            session.heartbeat(conns.primary()).await;
+            if conns.has_replica() {
+                // The primary idles while the replica reads: kept from an idle-session timeout.
+                session.keep_alive(conns.primary()).await?;
+            }
             let stop_asked = opts
                 .stop
                 .as_ref()
@@ -128,24 +138,14 @@ pub(super) async fn audit_batches(
             {
                 // Out of time, or a signal: incomplete only if a batch is left.
                 stopped_by = Some(if stop_asked { "signal" } else { "run_time" });
-                stopped = next_batch(conn, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
+                let reads = conns.reads();
+                stopped = next_batch(reads, ctx, unit, conv_kind, lo.clone(), 1, &opts.scope)
                     .await?
                     .is_some();
                 break;
             }
             // The throttles (issue 30), as the backfill's: the session kept alive meanwhile.
-            if !opts.pause_between_batches.is_zero() {
-                progress.message(&format!(
-                    "pause between batches ({})",
-                    humantime::format_duration(opts.pause_between_batches)
-                ));
-                session.wait(conn, opts.pause_between_batches).await?;
-                progress.message("");
-            }
-            let stop = opts.stop.as_deref();
-            session
-                .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
-                .await?;
+            throttle(conns, &mut session, opts, &mut progress).await?;
         }
         Ok(())
     }
@@ -169,6 +169,38 @@ pub(super) async fn audit_batches(
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))
+}
+
+/// The throttles between two batches (issue 30), as the backfill's: `--pause-between-batches`
+/// and `--pause-file`, the primary's session kept alive meanwhile (and the replica's pinged
+/// after a pause).
+///
+/// Errors: a session that ended while waiting.
+async fn throttle(
+    conns: &mut Connections<'_>,
+    session: &mut Session<'_>,
+    opts: &super::types::AuditOptions,
+    progress: &mut crate::progress::Progress,
+) -> Result<()> {
+    if !opts.pause_between_batches.is_zero() {
+        progress.message(&format!(
+            "pause between batches ({})",
+            humantime::format_duration(opts.pause_between_batches)
+        ));
+        session
+            .wait(conns.primary(), opts.pause_between_batches)
+            .await?;
+        if conns.has_replica() {
+            session.keep_alive(conns.reads()).await?;
+        }
+        progress.message("");
+    }
+    let stop = opts.stop.as_deref();
+    let file = opts.pause_file.as_deref();
+    session
+        .wait_while_file(conns.primary(), file, stop, progress)
+        .await?;
+    Ok(())
 }
 
 /// The error of an audit that stops in its next batch (the conversations after `lo` up to

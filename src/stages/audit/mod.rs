@@ -16,6 +16,7 @@ use sqlx::AnyConnection;
 use std::time::Instant;
 
 use crate::db::catalog::table_exists;
+use crate::db::replica::Connections;
 use crate::dialect::{Dialect, SqlContext};
 use crate::error::input_error;
 use crate::ledger::{self, records::AuditOptionsRecord, RunStatus, Stage};
@@ -65,12 +66,31 @@ pub async fn run(
     dialect: Dialect,
     opts: &AuditOptions,
 ) -> Result<AuditOutcome> {
+    run_reading(Connections::one(conn), mapping, dialect, opts).await
+}
+
+/// [`run`] with its reads on `conns.reads()` (`--read-database`, issue 31: a streaming
+/// replica, opened by [`crate::db::replica::open`]): the preflight, the key types, the
+/// `--min-age` filter and every batch read there, each batch in one snapshot of the replica;
+/// the ledger, the runner lock and `--store-rows` stay on `conns.primary()`. Without a
+/// replica both are the one connection.
+///
+/// Errors: as [`run`].
+pub async fn run_reading(
+    mut conns: Connections<'_>,
+    mapping: &Mapping,
+    dialect: Dialect,
+    opts: &AuditOptions,
+) -> Result<AuditOutcome> {
     let started = Instant::now();
     check_options(opts)?;
-    let collations = prepare(conn, mapping, dialect, opts).await?;
-    let lock = take_lock(conn, mapping, dialect, opts).await?;
+    let collations = prepare(conns.reads(), mapping, dialect, opts).await?;
+    if conns.has_replica() {
+        crate::lock::set_lock_timeout(conns.primary(), dialect, opts.lock_timeout).await?;
+    }
+    let lock = take_lock(conns.primary(), mapping, dialect, opts).await?;
     let result = run_locked(
-        conn,
+        &mut conns,
         mapping,
         dialect,
         &collations,
@@ -81,7 +101,7 @@ pub async fn run(
     .await;
     if let Some(lock) = lock {
         // Best effort: a server lock goes with the session, a lock row is taken over.
-        let _ = lock.release(conn).await;
+        let _ = lock.release(conns.primary()).await;
     }
     result
 }
@@ -121,7 +141,7 @@ async fn take_lock(
 /// the verdict and its records; a run that fails after its ledger row is chosen is recorded
 /// as failed.
 async fn run_locked(
-    conn: &mut AnyConnection,
+    conns: &mut Connections<'_>,
     mapping: &Mapping,
     dialect: Dialect,
     collations: &schema::KeyCollations,
@@ -140,7 +160,7 @@ async fn run_locked(
         })
         .collect();
     let ctx = counters[0].ctx.clone();
-    let (user, conv) = schema::watermark_key_types(conn, mapping, &ctx).await?;
+    let (user, conv) = schema::watermark_key_types(conns.reads(), mapping, &ctx).await?;
     let options = options_record(opts);
     let mut summary = AuditSummary {
         shape: mapping.counter.shape,
@@ -155,19 +175,25 @@ async fn run_locked(
         counters: counter_summaries(mapping),
         ..Default::default()
     };
+    let conn = conns.primary();
     let (ledger_id, lo) = open_run(conn, mapping, dialect, opts, &options, &mut summary).await?;
+    // The replica read from in this part (a resumed run's earlier parts may have read elsewhere).
+    summary.replica = opts.replica.clone();
     summary.ledger_id = ledger_id;
     summary.notices = collations.notices();
     let previous_ms = summary.duration_ms;
     let mut opts = opts.clone();
     let result = async {
         if let Some(id) = ledger_id {
+            let conn = conns.primary();
             ledger::abandon_stale(conn, dialect, Stage::Audit, &mapping.fingerprint, id).await?;
         }
-        let found = backfill_state::read(conn, mapping, dialect, ledger_id.is_some()).await?;
+        let found =
+            backfill_state::read(conns.primary(), mapping, dialect, ledger_id.is_some()).await?;
         summary.backfill = backfill_state::merge(summary.backfill.take(), found);
         if let Some(age) = opts.min_age {
-            let (filter, left_out) = quiescence(conn, mapping, &ctx, &opts.scope, age).await?;
+            let reads = conns.reads();
+            let (filter, left_out) = quiescence(reads, mapping, &ctx, &opts.scope, age).await?;
             opts.scope.min_age = Some(filter);
             summary.left_out_recent = left_out;
             if !summary.scope.iter().any(|s| s.starts_with("min-age")) {
@@ -184,7 +210,7 @@ async fn run_locked(
             conv_kind: conv.kind,
             counters: &counters,
         };
-        let sha = audit_batches(conn, &batch_run, lo, &mut summary, lock).await;
+        let sha = audit_batches(conns, &batch_run, lo, &mut summary, lock).await;
         summary.duration_ms = previous_ms + started.elapsed().as_millis() as u64;
         let sha = sha?;
         // An audit that checked no row proves nothing (interface.md): exit 2 unless
@@ -199,7 +225,7 @@ async fn run_locked(
         summary.crossed = crossed_per_counter(&mut summary, &opts);
         summary.passed = summary.crossed.is_empty();
         if let Some(id) = ledger_id {
-            record(conn, dialect, id, &summary).await?;
+            record(conns.primary(), dialect, id, &summary).await?;
         }
         Ok(())
     }
@@ -207,7 +233,7 @@ async fn run_locked(
     if let Err(e) = result {
         if let Some(id) = ledger_id {
             let _ = ledger::finish(
-                conn,
+                conns.primary(),
                 dialect,
                 id,
                 RunStatus::Failed,

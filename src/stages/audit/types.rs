@@ -74,6 +74,10 @@ pub struct AuditOptions {
     pub pause_between_batches: Duration,
     /// Throttle: wait before the next batch while this file exists (`--pause-file`).
     pub pause_file: Option<PathBuf>,
+    /// The replica the reads run on (`--read-database`, issue 31) with its lag when the run
+    /// started, for the summary; None when they run on the primary. The connection itself is
+    /// handed to [`super::run_reading`].
+    pub replica: Option<crate::db::replica::ReplicaLag>,
 }
 
 impl Default for AuditOptions {
@@ -103,6 +107,7 @@ impl Default for AuditOptions {
             stop: None,
             pause_between_batches: Duration::ZERO,
             pause_file: None,
+            replica: None,
         }
     }
 }
@@ -237,6 +242,10 @@ pub struct AuditSummary {
     /// counter), and the run passes only when every counter does.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<CounterSummary>,
+    /// The streaming replica the reads ran on (`--read-database`, issue 31), with its lag
+    /// when the run (its last part) started; None (left out of the JSON) on the primary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<crate::db::replica::ReplicaLag>,
 }
 
 /// One counter's audit when the mapping has several (issue 22): the same numbers as the
