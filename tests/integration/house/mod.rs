@@ -1,6 +1,7 @@
 //! The shape of the source tree, checked (issue 20): no import circle between files, no engine
-//! branch outside the engine folder, no file above 700 lines, no function above 150, and the
-//! README's "Where things are" naming only files that exist.
+//! branch outside the engine folder, no file above 700 lines, no function above 150 in `src/`
+//! and in `tests/` (`lengths`), and the README's "Where things are" naming only files that
+//! exist.
 //!
 //! The import graph is read from the text of `src/**/*.rs` (comments, strings and `#[cfg(test)]`
 //! modules left out; test files are not part of it): every `crate::…`, `super::…` and
@@ -14,10 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The most lines a source file may have.
-const MAX_FILE_LINES: usize = 700;
-/// The most lines a function may have (its signature to its closing brace).
-const MAX_FN_LINES: usize = 150;
+mod lengths;
 
 /// One source file of the library or the binary.
 struct Source {
@@ -638,90 +636,6 @@ fn no_engine_branch_outside_the_engine_folder() {
         "engine branches outside {ENGINE_FOLDER}:\n{}",
         found.join("\n")
     );
-}
-
-#[test]
-fn files_and_functions_are_short() {
-    let mut long = Vec::new();
-    for s in sources() {
-        let lines = s.text.lines().count();
-        if lines > MAX_FILE_LINES {
-            long.push(format!(
-                "{}: {lines} lines (at most {MAX_FILE_LINES})",
-                s.path
-            ));
-        }
-        for (name, start, len) in functions(&s.code) {
-            if len > MAX_FN_LINES {
-                long.push(format!(
-                    "{}:{start}: fn {name}: {len} lines (at most {MAX_FN_LINES})",
-                    s.path
-                ));
-            }
-        }
-    }
-    assert!(long.is_empty(), "too long:\n{}", long.join("\n"));
-}
-
-/// Every function of the code with a body: (name, first line, lines from its `fn` to its
-/// closing brace).
-fn functions(code: &str) -> Vec<(String, usize, usize)> {
-    let lines: Vec<&str> = code.lines().collect();
-    let mut out = Vec::new();
-    for (n, line) in lines.iter().enumerate() {
-        let Some(at) = find_fn(line) else { continue };
-        let name: String = line[at + 3..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        // The body: from the first `{` at depth 0 after the signature, unless a `;` comes
-        // first (a declaration without a body).
-        let mut depth = 0i32;
-        let mut opened = false;
-        let mut end = None;
-        'scan: for (k, l) in lines.iter().enumerate().skip(n) {
-            let text = if k == n { &l[at..] } else { l };
-            for ch in text.chars() {
-                match ch {
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => {
-                        depth -= 1;
-                        if opened && depth == 0 {
-                            end = Some(k);
-                            break 'scan;
-                        }
-                    }
-                    ';' if !opened && depth == 0 => break 'scan,
-                    _ => {}
-                }
-            }
-        }
-        if let Some(end) = end {
-            out.push((name, n + 1, end - n + 1));
-        }
-    }
-    out
-}
-
-/// Where `fn NAME` starts on a line, as a declaration (not `Fn(`, not inside a word).
-fn find_fn(line: &str) -> Option<usize> {
-    let mut from = 0;
-    while let Some(p) = line[from..].find("fn ") {
-        let at = from + p;
-        let before_ok = at == 0 || !line[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
-        let name_ok = line[at + 3..]
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_alphabetic() || c == '_');
-        if before_ok && name_ok {
-            return Some(at);
-        }
-        from = at + 3;
-    }
-    None
 }
 
 /// The paths named in backticks in the README's "Where things are" section (written from the
