@@ -449,7 +449,7 @@ async fn min_age_leaves_out_a_recent_conversation(
     std::fs::write(dir.join("tidemark.toml"), &with_time).unwrap();
     run(
         dir,
-        &db,
+        db,
         &["audit", "--min-age", "1h", "--report", "aged.csv"],
     )
     .expect_code(1);

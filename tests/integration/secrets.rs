@@ -127,9 +127,9 @@ fn keep(seen: &mut String, what: &str, r: &Run) {
 fn failing_urls(d: &Path, url: &str, seen: &mut String) {
     // Failing connections: no server on the port; a database that does not exist; a wrong
     // password for the user (the password shown is the wrong one: neither may appear).
-    let mut bad = url::Url::parse(&url).unwrap();
+    let mut bad = url::Url::parse(url).unwrap();
     bad.set_port(Some(1)).unwrap();
-    let mut no_db = url::Url::parse(&url).unwrap();
+    let mut no_db = url::Url::parse(url).unwrap();
     no_db.set_path("/tm_no_such_database");
     for (what, bad_url) in [
         ("port 1", bad.to_string()),

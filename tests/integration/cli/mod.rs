@@ -48,6 +48,75 @@ fn demo(dir: &Path) -> Run {
     run
 }
 
+/// Copies into `dir` the files `tidemark demo` writes (its database, mapping and report, each
+/// test its own copy: audits and `status` write to the database's ledger). The demo runs once
+/// per build of the binary, shared by the tests that start from its result (a demo takes most
+/// of a minute on a busy machine): under `cargo test` (threads) and `cargo nextest` (one
+/// process per test) alike, the first test to come makes it in
+/// `$TMPDIR/tidemark-test-demo-<binary's size and mtime>/` under a lock folder beside it, the
+/// others wait for its `done` mark. A lock older than ten minutes is a crashed test's: the
+/// waiter then runs a demo of its own. `demo_creates_database_mapping_and_report_and_reruns`
+/// runs the demo itself.
+fn demo_copy(dir: &Path) {
+    let files = shared_demo();
+    for entry in std::fs::read_dir(&files).expect("the shared demo's folder") {
+        let from = entry.expect("an entry").path();
+        if from.is_file() {
+            let to = dir.join(from.file_name().expect("a file name"));
+            std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("copying {}: {e}", from.display()));
+        }
+    }
+}
+
+/// The folder of the shared demo's files (see [`demo_copy`]).
+fn shared_demo() -> PathBuf {
+    static FILES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FILES.get_or_init(make_shared_demo).clone()
+}
+
+fn make_shared_demo() -> PathBuf {
+    let meta = std::fs::metadata(bin::PATH).expect("the tidemark binary");
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let root = std::env::temp_dir().join(format!("tidemark-test-demo-{}-{mtime}", meta.len()));
+    let (files, done, lock) = (
+        root.join("files"),
+        root.join("done"),
+        root.with_extension("lock"),
+    );
+    let started = std::time::Instant::now();
+    loop {
+        if done.exists() {
+            return files;
+        }
+        if std::fs::create_dir(&lock).is_ok() {
+            /// Removes the lock folder when the demo is made or its test panics.
+            struct Unlock(PathBuf);
+            impl Drop for Unlock {
+                fn drop(&mut self) {
+                    let _ = std::fs::remove_dir(&self.0);
+                }
+            }
+            let _unlock = Unlock(lock.clone());
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(&files).expect("the shared demo's folder");
+            demo(&files);
+            std::fs::write(&done, "").expect("the shared demo's done mark");
+            return files;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(600) {
+            let own = tempfile::tempdir().expect("a temporary folder").keep();
+            demo(&own);
+            return own;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 fn find_scenario(id: &str) -> scenario::Scenario {
     scenario::load_all()
         .expect("loading the scenarios")

@@ -42,7 +42,7 @@ fn demo_creates_database_mapping_and_report_and_reruns() {
 #[test]
 fn audit_of_demo_drift_exits_1_in_text_and_json() {
     let dir = tempdir();
-    demo(dir.path());
+    demo_copy(dir.path());
     let db = format!("sqlite:{DEMO_DB}");
 
     let run = tidemark(
@@ -197,7 +197,7 @@ async fn clean_audit_exits_0_all_backends(backend: Backend) {
 #[test]
 fn audit_within_tolerance_exits_0() {
     let dir = tempdir();
-    demo(dir.path());
+    demo_copy(dir.path());
     let db = format!("sqlite:{DEMO_DB}");
     let run = tidemark(
         dir.path(),
@@ -310,7 +310,7 @@ async fn expand_twice_second_has_nothing_to_apply() {
 #[test]
 fn status_after_demo_shows_the_audit() {
     let dir = tempdir();
-    demo(dir.path());
+    demo_copy(dir.path());
     let db = format!("sqlite:{DEMO_DB}");
     let run = tidemark(
         dir.path(),
