@@ -16,25 +16,16 @@ const SCENARIO: &str = "S1b-duplicate-delivery-overcount";
 
 on_every_backend!(servers: contract_without_alter_is_refused_before_the_archive);
 
-async fn contract_without_alter_is_refused_before_the_archive(backend: Backend) {
-    let Some(db) = TestDb::create(backend, "ddlpriv").await else {
-        return;
-    };
-    let mut admin = db.connect().await;
-    let s = scenario::load_one(&mut admin, SCENARIO).await;
-    let name = db.name.clone();
-    let f = Fixture::with_mapping(db, &s.mapping_toml());
-    f.run(&["backfill", "--quiet"]).expect_code(0);
-
-    let user = format!("tm_ddl_{}", std::process::id());
-    let owner: String = match backend {
-        Backend::Postgres => sqlx::query_scalar("SELECT CAST(current_user AS TEXT)")
-            .fetch_one(&mut admin)
-            .await
-            .unwrap(),
-        _ => String::new(),
-    };
-    let (who, create, drop, grant_ddl) = match backend {
+/// The SQL that makes the test user `user` (who may read and write the rows of database
+/// `name` but not alter its tables), that drops it, and that grants it the DDL, in order; with
+/// the user as the grants name it. `owner` is the PostgreSQL role that owns the tables.
+fn user_statements(
+    backend: Backend,
+    user: &str,
+    name: &str,
+    owner: &str,
+) -> (String, Vec<String>, Vec<String>, Vec<String>) {
+    match backend {
         Backend::Postgres => {
             let who = format!("\"{user}\"");
             (
@@ -70,7 +61,28 @@ async fn contract_without_alter_is_refused_before_the_archive(backend: Backend) 
                 ],
             )
         }
+    }
+}
+
+async fn contract_without_alter_is_refused_before_the_archive(backend: Backend) {
+    let Some(db) = TestDb::create(backend, "ddlpriv").await else {
+        return;
     };
+    let mut admin = db.connect().await;
+    let s = scenario::load_one(&mut admin, SCENARIO).await;
+    let name = db.name.clone();
+    let f = Fixture::with_mapping(db, &s.mapping_toml());
+    f.run(&["backfill", "--quiet"]).expect_code(0);
+
+    let user = format!("tm_ddl_{}", std::process::id());
+    let owner: String = match backend {
+        Backend::Postgres => sqlx::query_scalar("SELECT CAST(current_user AS TEXT)")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap(),
+        _ => String::new(),
+    };
+    let (who, create, drop, grant_ddl) = user_statements(backend, &user, &name, &owner);
     exec_all(&mut admin, &create).await;
     if backend == Backend::Mysql {
         // On a Galera node the runner lock is a row of tidemark_lock, created on first use:

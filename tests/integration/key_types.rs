@@ -412,6 +412,67 @@ async fn run_app(
     row.first().map(|r| r.try_get::<i64, _>(0).unwrap())
 }
 
+/// Part of `uuid_keys_work_on_every_stage_and_in_sql_app`, in `dir` on `db`: `--min-age`
+/// leaves out a second conversation with a message written now (its keys listed and bound as
+/// uuids) and audits the first, two hours old, whose drifting row `want` stays; the second
+/// conversation is removed again at the end.
+async fn min_age_leaves_out_a_recent_conversation(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    dir: &Path,
+    db: &TestDb,
+    want: &str,
+) {
+    let [a, b, _] = UUID_USERS;
+    // `--min-age`: a second conversation with a message written now is left out (its keys
+    // listed and bound as uuids), the first, two hours old, is audited.
+    let recent = "e0000000-0000-4000-8000-00000000000e";
+    let two_hours_ago = match backend {
+        Backend::Postgres => "now() - interval '2 hours'",
+        _ => "NOW() - INTERVAL 2 HOUR",
+    };
+    exec_all(
+        conn,
+        &[
+            "ALTER TABLE messages ADD COLUMN created_at TIMESTAMP NULL".to_string(),
+            format!("UPDATE messages SET created_at = {two_hours_ago}"),
+            format!("INSERT INTO messages (conv_id, id, sender_id, created_at) VALUES ('{recent}', 1, '{a}', CURRENT_TIMESTAMP)"),
+            format!("INSERT INTO members (conv_id, user_id) VALUES ('{recent}', '{b}')"),
+            format!("INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES ('{recent}', '{b}', 3)"),
+        ],
+    )
+    .await;
+    let with_time = MAPPING.replace(
+        "sender = \"sender_id\"\n",
+        "sender = \"sender_id\"\ncreated_at = \"created_at\"\n",
+    );
+    std::fs::write(dir.join("tidemark.toml"), &with_time).unwrap();
+    run(
+        dir,
+        db,
+        &["audit", "--min-age", "1h", "--report", "aged.csv"],
+    )
+    .expect_code(1);
+    let aged = std::fs::read_to_string(dir.join("aged.csv")).unwrap();
+    // The first conversation's rows only: member a as before, and member b, whose watermark
+    // the application moved to 6 above while its counter still says 1.
+    let b_row = format!("{UUID_CONV},{b},1,0,1,overcount,6,application");
+    assert_eq!(
+        aged.lines().skip(1).collect::<Vec<_>>(),
+        vec![want, b_row.as_str()],
+        "{aged}"
+    );
+    exec_all(
+        conn,
+        &[
+            format!("DELETE FROM unread_counters WHERE conv_id = '{recent}'"),
+            format!("DELETE FROM members WHERE conv_id = '{recent}'"),
+            format!("DELETE FROM messages WHERE conv_id = '{recent}'"),
+        ],
+    )
+    .await;
+}
+
 /// Row 14: every key a uuid (PostgreSQL `uuid`, MariaDB `UUID`). Before the fix every stage
 /// refused the mapping (`tidemark keys watermarks by integer or text columns`); now the
 /// watermark table is keyed by uuid, the backfill writes the watermarks worked out by hand,
@@ -516,53 +577,7 @@ async fn uuid_keys_work_on_every_stage_and_in_sql_app(backend: Backend) {
         Some(0)
     );
 
-    // `--min-age`: a second conversation with a message written now is left out (its keys
-    // listed and bound as uuids), the first, two hours old, is audited.
-    let recent = "e0000000-0000-4000-8000-00000000000e";
-    let two_hours_ago = match backend {
-        Backend::Postgres => "now() - interval '2 hours'",
-        _ => "NOW() - INTERVAL 2 HOUR",
-    };
-    exec_all(
-        &mut conn,
-        &[
-            "ALTER TABLE messages ADD COLUMN created_at TIMESTAMP NULL".to_string(),
-            format!("UPDATE messages SET created_at = {two_hours_ago}"),
-            format!("INSERT INTO messages (conv_id, id, sender_id, created_at) VALUES ('{recent}', 1, '{a}', CURRENT_TIMESTAMP)"),
-            format!("INSERT INTO members (conv_id, user_id) VALUES ('{recent}', '{b}')"),
-            format!("INSERT INTO unread_counters (conv_id, user_id, unread_count) VALUES ('{recent}', '{b}', 3)"),
-        ],
-    )
-    .await;
-    let with_time = MAPPING.replace(
-        "sender = \"sender_id\"\n",
-        "sender = \"sender_id\"\ncreated_at = \"created_at\"\n",
-    );
-    std::fs::write(dir.path().join("tidemark.toml"), &with_time).unwrap();
-    run(
-        dir.path(),
-        &db,
-        &["audit", "--min-age", "1h", "--report", "aged.csv"],
-    )
-    .expect_code(1);
-    let aged = std::fs::read_to_string(dir.path().join("aged.csv")).unwrap();
-    // The first conversation's rows only: member a as before, and member b, whose watermark
-    // the application moved to 6 above while its counter still says 1.
-    let b_row = format!("{UUID_CONV},{b},1,0,1,overcount,6,application");
-    assert_eq!(
-        aged.lines().skip(1).collect::<Vec<_>>(),
-        vec![want.as_str(), b_row.as_str()],
-        "{aged}"
-    );
-    exec_all(
-        &mut conn,
-        &[
-            format!("DELETE FROM unread_counters WHERE conv_id = '{recent}'"),
-            format!("DELETE FROM members WHERE conv_id = '{recent}'"),
-            format!("DELETE FROM messages WHERE conv_id = '{recent}'"),
-        ],
-    )
-    .await;
+    min_age_leaves_out_a_recent_conversation(&mut conn, backend, dir.path(), &db, &want).await;
 
     // Back to the mapping the backfill ran with (a mapping with created_at is another one).
     std::fs::write(dir.path().join("tidemark.toml"), MAPPING).unwrap();

@@ -4,9 +4,16 @@
 //! Running:
 //!
 //! - everything: `cargo test`; one suite: `cargo test --test integration cli::`; one test:
-//!   `cargo test --test integration -- contract::cli_exit_codes::sqlite --exact`.
+//!   `cargo test --test integration -- contract::gate::cli_exit_codes::sqlite --exact`.
 //! - backends and servers: see `common` (`TIDEMARK_TEST_BACKENDS`, `TIDEMARK_TEST_POSTGRES_URL`,
 //!   `TIDEMARK_TEST_MYSQL_URL`; with `CI` set a server that does not answer fails the run).
+//!
+//! Sizes (checked by `house::lengths`): a test file at most 700 lines, a test function at most
+//! 150. A suite that outgrows one file becomes a folder, `tests/integration/NAME/mod.rs` with
+//! its shared helpers and one module per topic (`contract/gate.rs`, `contract/execute.rs`,
+//! ...), each starting with `use super::*;`. A real schema's suite loads its folder under
+//! `tests/fixtures/` with `common::fixture::Fixture` (the one fixture runner) and keeps only
+//! what is particular to it.
 //!
 //! Adding a suite: put it in `tests/integration/NAME.rs` (or move a `tests/NAME.rs` here with
 //! `git mv`), drop its `mod common;` line, and add one `mod NAME;` line below. Inside a suite,

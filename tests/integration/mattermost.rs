@@ -3,26 +3,20 @@
 //! over the channel totals (Mattermost's msgcount is "messages read"), mention counts of all
 //! posts and of root posts from a mentions table, run through expand, backfill, audit (drift
 //! in each counter: the report's `counter` column, the summary, JSON and metrics per counter)
-//! and `contract --execute` (each column archived and dropped) on every backend. The expected
-//! values are worked out by hand in the fixture's `expected.md`, not by running tidemark.
+//! and `contract --execute` (each column archived and dropped) on every backend by the
+//! fixture runner (`common::fixture`). The expected values are worked out by hand in the
+//! fixture's `expected.md` (the watermarks and the drift report also as the folder's expected
+//! CSVs), not by running tidemark.
 
-use crate::common::statements;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use sqlx::Row;
 
-use sqlx::{AnyConnection, Row};
-
-use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
-use tidemark::db::Dsn;
-use tidemark::dialect::Dialect;
-use tidemark::mapping::Mapping;
-use tidemark::stages::contract::{self, ContractOptions};
-use tidemark::stages::{audit, backfill, expand};
-use tidemark::values::text;
+use crate::common::fixture::Fixture;
+use crate::common::{on_every_backend, Backend};
+use tidemark::stages::audit;
+use tidemark::stages::contract::ContractOptions;
 
 on_every_backend!(mattermost);
 
-const T: i64 = 1_700_000_000_000;
 const COLUMNS: [&str; 4] = [
     "msgcount",
     "mentioncount",
@@ -30,96 +24,38 @@ const COLUMNS: [&str; 4] = [
     "mentioncountroot",
 ];
 
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mattermost")
-}
-
-/// user -> (last_read_id, source) in channel town.
-async fn watermarks(conn: &mut AnyConnection) -> BTreeMap<String, (i64, String)> {
-    let rows = sqlx::query("SELECT user_id, last_read_id, source FROM read_watermarks")
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-    rows.iter()
-        .map(|r| {
-            (
-                text(r, 0).unwrap().unwrap(),
-                (
-                    r.try_get(1).unwrap(),
-                    text(r, 2).unwrap().unwrap_or_default(),
-                ),
-            )
-        })
-        .collect()
-}
-
-async fn audited(
-    conn: &mut AnyConnection,
-    mapping: &Mapping,
-    dialect: Dialect,
-    opts: audit::AuditOptions,
-) -> audit::AuditSummary {
-    audit::run(conn, mapping, dialect, &opts)
-        .await
-        .expect("audit")
-        .summary
+/// An audit's summary, its report at `file` in the fixture's temporary folder.
+async fn audited(f: &mut Fixture, file: &str) -> audit::AuditSummary {
+    let opts = audit::AuditOptions {
+        report: f.path(file),
+        ..Default::default()
+    };
+    f.audit(&opts).await.summary
 }
 
 async fn mattermost(backend: Backend) {
-    let Some(db) = TestDb::create(backend, "mm").await else {
+    let Some(mut f) = Fixture::load(backend, "mattermost").await else {
         return;
     };
-    let dsn = Dsn::parse(&db.url).unwrap();
-    let dialect = dsn.dialect;
-    let int = dialect.int_cast();
-    let mut conn = dsn.connect().await.unwrap();
-    let dir = fixture_dir();
-    exec_all(
-        &mut conn,
-        &statements(&std::fs::read_to_string(dir.join("schema.sql")).unwrap()),
-    )
-    .await;
-    let mapping =
-        Mapping::load(&crate::common::known_mapping("mattermost")).expect("the mapping loads");
-    mapping
-        .check_predicates(dialect.sql_parser_dialect(), dialect.name())
-        .unwrap();
-    assert_eq!(mapping.counters.len(), 4);
-    expand::run(&mut conn, &mapping, dialect, false)
-        .await
-        .unwrap();
-
-    // Backfill: expected.md's watermarks (dan's from the first counter, msg).
-    let b = backfill::run(&mut conn, &mapping, dialect, &Default::default())
-        .await
-        .expect("backfill");
-    assert_eq!(b.members, 4, "{b:?}");
-    let want: BTreeMap<String, (i64, String)> = [
-        ("ann", T + 3000, "timestamp"),
-        ("bob", T + 5000, "timestamp"),
-        ("cat", T + 1000, "timestamp"),
-        ("dan", T + 3000, "counter"),
-    ]
-    .into_iter()
-    .map(|(u, w, s)| (u.to_string(), (w, s.to_string())))
-    .collect();
-    assert_eq!(watermarks(&mut conn).await, want, "watermarks");
-
-    // Audit: expected.md's drifting rows, each counter's.
-    let tmp = tempfile::tempdir().unwrap();
-    let report = tmp.path().join("drift.csv");
-    let metrics = tmp.path().join("audit.prom");
-    let s = audited(
-        &mut conn,
-        &mapping,
-        dialect,
-        audit::AuditOptions {
-            report: report.clone(),
-            metrics_file: Some(metrics.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
+    assert_eq!(f.mapping.counters.len(), 4);
+    // The runner's story: backfill (expected_watermarks.csv: dan's from the first counter,
+    // msg) and audit (expected_drift.csv: expected.md's drifting rows, each counter's).
+    let metrics = f.path("audit.prom");
+    let story = f
+        .story(
+            &[],
+            audit::AuditOptions {
+                metrics_file: Some(metrics.clone()),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert_eq!(story.backfill.members, 4, "{:?}", story.backfill);
+    assert_eq!(
+        story.report.header,
+        "conversation_id,user_id,stored_unread,recomputed_unread,drift,class,last_read_id,watermark_source,counter"
+    );
+    let s = story.audit.summary;
     assert_eq!((s.rows_checked, s.drifting_rows, s.passed), (16, 5, false));
     let per_counter: Vec<(&str, u64, u64, bool)> = s
         .counters
@@ -154,34 +90,15 @@ async fn mattermost(backend: Backend) {
             "counter mention_root: largest |drift| 1 > --max-abs-drift 0",
         ]
     );
-    let file = csv::read(&report);
-    assert_eq!(
-        file.header,
-        "conversation_id,user_id,stored_unread,recomputed_unread,drift,class,last_read_id,watermark_source,counter"
-    );
-    let rows: Vec<String> = file.rows.iter().map(|r| r.join(",")).collect();
-    let w = |d: i64| T + d;
-    assert_eq!(
-        rows,
-        [
-            format!(
-                "town,ann,4,2,2,own_messages_counted,{},timestamp,msg",
-                w(3000)
-            ),
-            format!("town,cat,0,2,-2,cleared,{},timestamp,msg_root", w(1000)),
-            format!("town,cat,1,2,-1,undercount,{},timestamp,mention", w(1000)),
-            format!(
-                "town,dan,2,1,1,own_messages_counted,{},counter,mention",
-                w(3000)
-            ),
-            format!(
-                "town,dan,2,1,1,excluded_counted,{},counter,mention_root",
-                w(3000)
-            ),
-        ]
-    );
+    outputs_per_counter(&s, &metrics);
+    repair_and_contract(&mut f).await;
+    f.finish().await;
+}
+
+/// The metrics, the JSON and the text of the first audit, per counter.
+fn outputs_per_counter(s: &audit::AuditSummary, metrics: &std::path::Path) {
     // Metrics: each drift gauge once per counter, labelled.
-    let prom = std::fs::read_to_string(&metrics).unwrap();
+    let prom = std::fs::read_to_string(metrics).unwrap();
     for (counter, n) in [
         ("msg", 1),
         ("msg_root", 1),
@@ -206,46 +123,37 @@ async fn mattermost(backend: Backend) {
     );
     // JSON: the `counters` list; the text: one line per counter.
     let mut json = Vec::new();
-    tidemark::render::json::audit(&mut json, &s).unwrap();
+    tidemark::render::json::audit(&mut json, s).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
     assert_eq!(json["counters"][3]["name"], "mention_root");
     assert_eq!(json["counters"][3]["by_class"]["excluded_counted"], 1);
     assert_eq!(json["counters"][2]["mentions"], true);
     let mut out = Vec::new();
-    tidemark::render::text::audit(&mut out, &s).unwrap();
+    tidemark::render::text::audit(&mut out, s).unwrap();
     let out = String::from_utf8(out).unwrap();
     assert!(
         out.contains("  counter mention (mentioncount, mentions): 4 rows checked, 2 drifting; sum |drift| 2, largest |drift| 1: FAIL"),
         "{out}"
     );
+}
 
+/// The gate closed while any counter drifts; the counters repaired one by one (expected.md);
+/// then `contract --execute` archives each column per member and drops it.
+async fn repair_and_contract(f: &mut Fixture) {
+    let int = f.dialect.int_cast();
     // The gate stays closed while any counter drifts.
     let opts = ContractOptions {
-        audit_report: Some(tmp.path().join("final.csv")),
+        audit_report: Some(f.path("final.csv")),
         lock_timeout: std::time::Duration::from_secs(2),
         ..Default::default()
     };
-    let closed = contract::run(&mut conn, &mapping, dialect, &opts)
-        .await
-        .expect("contract dry run");
+    let closed = f.contract(&opts).await;
     assert!(!closed.verdict.unwrap().open);
 
     // Repair one counter but not the others: still failing, on the others alone.
-    exec_all(
-        &mut conn,
-        &["UPDATE channelmembers SET msgcount = 5 WHERE userid = 'ann'".into()],
-    )
-    .await;
-    let s = audited(
-        &mut conn,
-        &mapping,
-        dialect,
-        audit::AuditOptions {
-            report: tmp.path().join("half.csv"),
-            ..Default::default()
-        },
-    )
-    .await;
+    f.exec(&["UPDATE channelmembers SET msgcount = 5 WHERE userid = 'ann'"])
+        .await;
+    let s = audited(f, "half.csv").await;
     assert!(!s.passed);
     assert!(
         s.counters[0].passed && !s.counters[1].passed,
@@ -259,38 +167,22 @@ async fn mattermost(backend: Backend) {
         "UPDATE channelmembers SET msgcountroot = 2, mentioncount = 2 WHERE userid = 'cat'",
         "UPDATE channelmembers SET mentioncount = 1, mentioncountroot = 1 WHERE userid = 'dan'",
     ] {
-        exec_all(&mut conn, &[sql.to_string()]).await;
+        f.exec(&[sql]).await;
     }
-    let clean = audited(
-        &mut conn,
-        &mapping,
-        dialect,
-        audit::AuditOptions {
-            report: tmp.path().join("clean.csv"),
-            ..Default::default()
-        },
-    )
-    .await;
+    let clean = audited(f, "clean.csv").await;
     assert!(clean.passed, "{:?}", clean);
     assert!(clean.counters.iter().all(|c| c.passed));
-    let dry = contract::run(&mut conn, &mapping, dialect, &opts)
-        .await
-        .expect("contract dry run");
+    let dry = f.contract(&opts).await;
     assert!(dry.verdict.as_ref().unwrap().open, "{:?}", dry.verdict);
     assert_eq!(dry.targets.len(), 4);
 
     // --execute: each column archived per member, then dropped.
-    let done = contract::run(
-        &mut conn,
-        &mapping,
-        dialect,
-        &ContractOptions {
+    let done = f
+        .contract(&ContractOptions {
             execute: true,
             ..opts.clone()
-        },
-    )
-    .await
-    .expect("contract --execute");
+        })
+        .await;
     assert!(done.executed, "{:?}", done.notes);
     let id = done.ledger_id.unwrap();
     let sums: Vec<(i64, String, String)> = done
@@ -321,25 +213,22 @@ async fn mattermost(backend: Backend) {
         let rows = sqlx::query(&format!(
             "SELECT user_id, CAST(counter_value AS {int}) FROM tidemark_counter_archive WHERE contract_id = {id} AND counter_table = 'channelmembers' AND counter_column = '{column}' ORDER BY user_id"
         ))
-        .fetch_all(&mut conn)
+        .fetch_all(&mut f.conn)
         .await
         .unwrap();
         let got: Vec<i64> = rows.iter().map(|r| r.try_get(1).unwrap()).collect();
         assert_eq!(got, want, "{column}");
         let sql = format!("SELECT {column} FROM channelmembers WHERE 1 = 0");
         assert!(
-            sqlx::raw_sql(&sql).execute(&mut conn).await.is_err(),
+            sqlx::raw_sql(&sql).execute(&mut f.conn).await.is_err(),
             "channelmembers.{column} is still there"
         );
     }
     // The channel totals and the last-viewed times stay.
-    let kept: i64 = sqlx::query_scalar(&format!(
-        "SELECT CAST(COUNT(lastviewedat) AS {int}) FROM channelmembers"
-    ))
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
+    let kept = f
+        .count(&format!(
+            "SELECT CAST(COUNT(lastviewedat) AS {int}) FROM channelmembers"
+        ))
+        .await;
     assert_eq!(kept, 3);
-    drop(conn);
-    db.cleanup().await;
 }

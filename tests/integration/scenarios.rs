@@ -200,33 +200,7 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     let after_first = watermarks(&mut conn).await?;
 
     // (a) every expected watermark, with its provenance (other rows may exist).
-    for (s, offset) in case {
-        for w in &s.expected.watermarks {
-            let conv = w.conv + offset;
-            match after_first.get(&(conv, w.user.clone())) {
-                None => problems.push(format!(
-                    "{}watermark ({conv}, {}): expected {} from {}, found no row",
-                    owner(conv),
-                    w.user,
-                    w.last_read_id,
-                    w.source
-                )),
-                Some((id, source))
-                    if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) =>
-                {
-                    problems.push(format!(
-                        "{}watermark ({conv}, {}): expected {} from {}, found {id} from {}",
-                        owner(conv),
-                        w.user,
-                        w.last_read_id,
-                        w.source,
-                        source.as_deref().unwrap_or("NULL")
-                    ))
-                }
-                Some(_) => {}
-            }
-        }
-    }
+    check_watermarks(case, &after_first, &owner, &mut problems);
 
     // A second backfill changes nothing (forward-only writes, seed 000 §3).
     backfill::run(&mut conn, &mapping, dialect, &options)
@@ -310,19 +284,73 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     }
 
     // (c) the summary agrees.
-    let summary = &outcome.summary;
-    if batch_size == 1 && summary.batches < case.len() as u64 {
+    check_summary(
+        &outcome.summary,
+        case.len(),
+        batch_size,
+        expected.len(),
+        &want_classes,
+        &mut problems,
+    );
+    Ok(problems)
+}
+
+/// (a) of [`run_case`]: every expected watermark of `case` is in `found`, with its provenance.
+fn check_watermarks(
+    case: &[(&Scenario, i64)],
+    found: &Watermarks,
+    owner: &dyn Fn(i64) -> String,
+    problems: &mut Vec<String>,
+) {
+    for (s, offset) in case {
+        for w in &s.expected.watermarks {
+            let conv = w.conv + offset;
+            match found.get(&(conv, w.user.clone())) {
+                None => problems.push(format!(
+                    "{}watermark ({conv}, {}): expected {} from {}, found no row",
+                    owner(conv),
+                    w.user,
+                    w.last_read_id,
+                    w.source
+                )),
+                Some((id, source))
+                    if *id != w.last_read_id || source.as_deref() != Some(w.source.as_str()) =>
+                {
+                    problems.push(format!(
+                        "{}watermark ({conv}, {}): expected {} from {}, found {id} from {}",
+                        owner(conv),
+                        w.user,
+                        w.last_read_id,
+                        w.source,
+                        source.as_deref().unwrap_or("NULL")
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// (c) of [`run_case`]: the audit's summary agrees with the `expected` drifting rows and
+/// classes, and with batches of 1 ran one batch per scenario at least.
+fn check_summary(
+    summary: &audit::AuditSummary,
+    scenarios: usize,
+    batch_size: u64,
+    expected: usize,
+    want_classes: &BTreeMap<&str, u64>,
+    problems: &mut Vec<String>,
+) {
+    if batch_size == 1 && summary.batches < scenarios as u64 {
         problems.push(format!(
             "audit ran {} batches of 1 for {} scenarios' conversations",
-            summary.batches,
-            case.len()
+            summary.batches, scenarios
         ));
     }
-    if summary.drifting_rows != expected.len() as u64 {
+    if summary.drifting_rows != expected as u64 {
         problems.push(format!(
             "summary: drifting_rows = {}, expected {}",
-            summary.drifting_rows,
-            expected.len()
+            summary.drifting_rows, expected
         ));
     }
     if summary.rows_checked < summary.drifting_rows {
@@ -340,10 +368,12 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
             ));
         }
     }
-    Ok(problems)
 }
 
 /// Every watermark row: (conversation, user) -> (last_read_id, source).
+type Watermarks = BTreeMap<(i64, String), (i64, Option<String>)>;
+
+/// The watermark table as [`Watermarks`].
 async fn watermarks(
     conn: &mut AnyConnection,
 ) -> Result<BTreeMap<(i64, String), (i64, Option<String>)>> {

@@ -116,6 +116,56 @@ fn with_file(dir: &Path, args: &[&str]) -> Run {
     run(dir, &all)
 }
 
+/// Adds what a command printed to `seen`, under a heading.
+fn keep(seen: &mut String, what: &str, r: &Run) {
+    seen.push_str(&format!("== {what}\n{}\n{}\n", r.stdout, r.stderr));
+}
+
+/// Part of `the_password_is_never_written`, in `d` with the user's `url`: commands whose
+/// connection fails (exit 3) or whose database file is bad or missing (exit 2), what they
+/// print kept in `seen`.
+fn failing_urls(d: &Path, url: &str, seen: &mut String) {
+    // Failing connections: no server on the port; a database that does not exist; a wrong
+    // password for the user (the password shown is the wrong one: neither may appear).
+    let mut bad = url::Url::parse(url).unwrap();
+    bad.set_port(Some(1)).unwrap();
+    let mut no_db = url::Url::parse(url).unwrap();
+    no_db.set_path("/tm_no_such_database");
+    for (what, bad_url) in [
+        ("port 1", bad.to_string()),
+        ("no database", no_db.to_string()),
+    ] {
+        std::fs::write(d.join("bad.txt"), &bad_url).unwrap();
+        let r = run(
+            d,
+            &[
+                "status",
+                "--database-file",
+                "bad.txt",
+                "--mapping",
+                "m.toml",
+            ],
+        );
+        assert_eq!(r.code, Some(3), "{what}: {r:?}");
+        keep(seen, what, &r);
+        let r = run(d, &["audit", "--database", &bad_url, "--mapping", "m.toml"]);
+        assert_eq!(r.code, Some(3), "{what} (--database): {r:?}");
+        keep(seen, what, &r);
+    }
+    // A file whose URL has an unknown scheme, and a missing file: exit 2, content not shown.
+    std::fs::write(d.join("odd.txt"), url.replacen("://", "x://", 1)).unwrap();
+    std::fs::write(d.join("garbage.txt"), format!("not a url {PASSWORD}\n")).unwrap();
+    for file in ["odd.txt", "garbage.txt", "missing.txt"] {
+        let r = run(
+            d,
+            &["status", "--database-file", file, "--mapping", "m.toml"],
+        );
+        r.expect_code(2);
+        assert!(r.stderr.contains(file) || file != "missing.txt", "{r:?}");
+        keep(seen, file, &r);
+    }
+}
+
 async fn the_password_is_never_written(backend: Backend) {
     let Some(db) = TestDb::create(backend, "secrets").await else {
         return;
@@ -134,9 +184,6 @@ async fn the_password_is_never_written(backend: Backend) {
     std::fs::write(d.join("url.txt"), format!("{url}\n")).unwrap();
 
     let mut seen = String::new();
-    fn keep(seen: &mut String, what: &str, r: &Run) {
-        seen.push_str(&format!("== {what}\n{}\n{}\n", r.stdout, r.stderr));
-    }
 
     // `ps`: a backfill held by its pause file shows neither the URL nor the password in its
     // argv or environment.
@@ -202,45 +249,7 @@ async fn the_password_is_never_written(backend: Backend) {
         "no dry-run DDL seen:\n{seen}"
     );
 
-    // Failing connections: no server on the port; a database that does not exist; a wrong
-    // password for the user (the password shown is the wrong one: neither may appear).
-    let mut bad = url::Url::parse(&url).unwrap();
-    bad.set_port(Some(1)).unwrap();
-    let mut no_db = url::Url::parse(&url).unwrap();
-    no_db.set_path("/tm_no_such_database");
-    for (what, bad_url) in [
-        ("port 1", bad.to_string()),
-        ("no database", no_db.to_string()),
-    ] {
-        std::fs::write(d.join("bad.txt"), &bad_url).unwrap();
-        let r = run(
-            d,
-            &[
-                "status",
-                "--database-file",
-                "bad.txt",
-                "--mapping",
-                "m.toml",
-            ],
-        );
-        assert_eq!(r.code, Some(3), "{what}: {r:?}");
-        keep(&mut seen, what, &r);
-        let r = run(d, &["audit", "--database", &bad_url, "--mapping", "m.toml"]);
-        assert_eq!(r.code, Some(3), "{what} (--database): {r:?}");
-        keep(&mut seen, what, &r);
-    }
-    // A file whose URL has an unknown scheme, and a missing file: exit 2, content not shown.
-    std::fs::write(d.join("odd.txt"), url.replacen("://", "x://", 1)).unwrap();
-    std::fs::write(d.join("garbage.txt"), format!("not a url {PASSWORD}\n")).unwrap();
-    for file in ["odd.txt", "garbage.txt", "missing.txt"] {
-        let r = run(
-            d,
-            &["status", "--database-file", file, "--mapping", "m.toml"],
-        );
-        r.expect_code(2);
-        assert!(r.stderr.contains(file) || file != "missing.txt", "{r:?}");
-        keep(&mut seen, file, &r);
-    }
+    failing_urls(d, &url, &mut seen);
 
     for file in ["report.csv", "r2.csv", "metrics.prom"] {
         let text = std::fs::read_to_string(d.join(file)).unwrap();

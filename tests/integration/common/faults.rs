@@ -1,4 +1,4 @@
-//! Helpers of the fault suite (`faults.rs`, issue 13): a generated database with its mapping
+//! Helpers of the fault suite (`faults/`, issue 13): a generated database with its mapping
 //! and `expand` applied, the binary run in the background, the tidemark session found and
 //! killed on the server, a second connection holding locks, and what the database holds
 //! (watermarks, ledger, counters, archive) read back for comparison.

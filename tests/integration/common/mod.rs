@@ -25,6 +25,7 @@ use tidemark::db::{testing, Dsn};
 pub mod bin;
 pub mod csv;
 pub mod faults;
+pub mod fixture;
 pub mod model;
 pub mod page;
 

@@ -1,6 +1,7 @@
 //! The shape of the source tree, checked (issue 20): no import circle between files, no engine
-//! branch outside the engine folder, no file above 700 lines, no function above 150, and the
-//! book's "Where things are" (`docs/src/house.md`) naming only files that exist.
+//! branch outside the engine folder, no file above 700 lines, no function above 150 in `src/`
+//! and in `tests/` (`lengths`), and the book's "Where things are" (`docs/src/house.md`) naming
+//! only files that exist.
 //!
 //! The import graph is read from the text of `src/**/*.rs` (comments, strings and `#[cfg(test)]`
 //! modules left out; test files are not part of it): every `crate::…`, `super::…` and
@@ -14,10 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The most lines a source file may have.
-const MAX_FILE_LINES: usize = 700;
-/// The most lines a function may have (its signature to its closing brace).
-const MAX_FN_LINES: usize = 150;
+mod book;
+mod lengths;
 
 /// One source file of the library or the binary.
 struct Source {
@@ -637,164 +636,5 @@ fn no_engine_branch_outside_the_engine_folder() {
         found.is_empty(),
         "engine branches outside {ENGINE_FOLDER}:\n{}",
         found.join("\n")
-    );
-}
-
-#[test]
-fn files_and_functions_are_short() {
-    let mut long = Vec::new();
-    for s in sources() {
-        let lines = s.text.lines().count();
-        if lines > MAX_FILE_LINES {
-            long.push(format!(
-                "{}: {lines} lines (at most {MAX_FILE_LINES})",
-                s.path
-            ));
-        }
-        for (name, start, len) in functions(&s.code) {
-            if len > MAX_FN_LINES {
-                long.push(format!(
-                    "{}:{start}: fn {name}: {len} lines (at most {MAX_FN_LINES})",
-                    s.path
-                ));
-            }
-        }
-    }
-    assert!(long.is_empty(), "too long:\n{}", long.join("\n"));
-}
-
-/// Every function of the code with a body: (name, first line, lines from its `fn` to its
-/// closing brace).
-fn functions(code: &str) -> Vec<(String, usize, usize)> {
-    let lines: Vec<&str> = code.lines().collect();
-    let mut out = Vec::new();
-    for (n, line) in lines.iter().enumerate() {
-        let Some(at) = find_fn(line) else { continue };
-        let name: String = line[at + 3..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        // The body: from the first `{` at depth 0 after the signature, unless a `;` comes
-        // first (a declaration without a body).
-        let mut depth = 0i32;
-        let mut opened = false;
-        let mut end = None;
-        'scan: for (k, l) in lines.iter().enumerate().skip(n) {
-            let text = if k == n { &l[at..] } else { l };
-            for ch in text.chars() {
-                match ch {
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => {
-                        depth -= 1;
-                        if opened && depth == 0 {
-                            end = Some(k);
-                            break 'scan;
-                        }
-                    }
-                    ';' if !opened && depth == 0 => break 'scan,
-                    _ => {}
-                }
-            }
-        }
-        if let Some(end) = end {
-            out.push((name, n + 1, end - n + 1));
-        }
-    }
-    out
-}
-
-/// Where `fn NAME` starts on a line, as a declaration (not `Fn(`, not inside a word).
-fn find_fn(line: &str) -> Option<usize> {
-    let mut from = 0;
-    while let Some(p) = line[from..].find("fn ") {
-        let at = from + p;
-        let before_ok = at == 0 || !line[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
-        let name_ok = line[at + 3..]
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_alphabetic() || c == '_');
-        if before_ok && name_ok {
-            return Some(at);
-        }
-        from = at + 3;
-    }
-    None
-}
-
-/// The paths named in backticks in the book's chapter "Where things are" (`docs/src/house.md`,
-/// written from the repository's root, e.g. `src/db/tx.rs`, `sql/common/`), each checked to
-/// exist; and the chapter names every folder of `src/`. The README's "Where to read on" names
-/// book chapters: each must exist too.
-#[test]
-fn readme_names_files_that_exist() {
-    let section =
-        std::fs::read_to_string(root().join("docs/src/house.md")).expect("docs/src/house.md");
-    let section = section.as_str();
-    let mut missing = Vec::new();
-    let mut named = BTreeSet::new();
-    for (k, quoted) in section.split('`').enumerate() {
-        let q = quoted.trim();
-        let is_path = [".rs", ".sql", "/", ".md", ".toml", ".json"]
-            .iter()
-            .any(|end| q.ends_with(end))
-            && !q.contains(' ')
-            && !q.contains('<')
-            && !q.contains('*');
-        if k % 2 == 0 || !is_path {
-            continue;
-        }
-        named.insert(q.trim_end_matches('/').to_string());
-        if !root().join(q).exists() {
-            missing.push(q.to_string());
-        }
-    }
-    assert!(
-        named.len() > 40,
-        "only {} paths read from docs/src/house.md",
-        named.len()
-    );
-    assert!(
-        missing.is_empty(),
-        "docs/src/house.md (\"Where things are\") names paths that do not exist (write them from the repository's root): {missing:?}"
-    );
-    let mut folders = Vec::new();
-    let mut stack = vec![root().join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read src") {
-            let p = entry.expect("entry").path();
-            if p.is_dir() {
-                let rel = p.strip_prefix(root()).expect("under root");
-                folders.push(rel.to_string_lossy().replace('\\', "/"));
-                stack.push(p);
-            }
-        }
-    }
-    let unnamed: Vec<&String> = folders.iter().filter(|f| !named.contains(*f)).collect();
-    assert!(
-        unnamed.is_empty(),
-        "docs/src/house.md (\"Where things are\") does not name these folders: {unnamed:?}"
-    );
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let chapters: Vec<&str> = readme
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .filter(|q| q.starts_with("docs/src/") && q.ends_with(".md"))
-        .collect();
-    assert!(
-        chapters.len() > 10,
-        "README.md names {} chapters",
-        chapters.len()
-    );
-    let gone: Vec<&&str> = chapters
-        .iter()
-        .filter(|c| !root().join(c).exists())
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "README.md names chapters that do not exist: {gone:?}"
     );
 }
