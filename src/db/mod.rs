@@ -16,6 +16,7 @@ pub mod catalog;
 mod dsn_text;
 pub mod pooling;
 pub mod privileges;
+pub mod shard_list;
 pub mod testing;
 pub mod tx;
 
