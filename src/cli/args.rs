@@ -107,7 +107,7 @@ pub struct DemoArgs {
 }
 
 /// `expand` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ExpandArgs {
     #[command(flatten)]
     pub common: Common,
@@ -121,7 +121,7 @@ pub struct ExpandArgs {
 }
 
 /// `backfill` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct BackfillArgs {
     #[command(flatten)]
     pub common: Common,
@@ -177,7 +177,7 @@ pub struct BackfillArgs {
 }
 
 /// `audit` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct AuditArgs {
     #[command(flatten)]
     pub common: Common,
