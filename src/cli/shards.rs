@@ -206,11 +206,12 @@ pub async fn contract(shards: Vec<Shard>, mapping: Mapping, args: ContractArgs) 
             let mapping = mapping.clone();
             let mut opts = opts.clone();
             opts.execute = execute;
+            // Each shard's final audit report of its own (the default one too: two shards
+            // writing the same file would race), named before the archive's is.
+            let report = crate::stages::contract::audit_report_path(&opts);
+            opts.audit_report = Some(shard_report::per_shard(&report, &shard.name));
             opts.archive_csv = opts
                 .archive_csv
-                .map(|p| shard_report::per_shard(&p, &shard.name));
-            opts.audit_report = opts
-                .audit_report
                 .map(|p| shard_report::per_shard(&p, &shard.name));
             async move {
                 let mut out = Vec::new();
