@@ -7,7 +7,29 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::outcome::Outcome;
-use super::shards::ShardEnd;
+use super::stage_runs::Ran;
+use crate::db::shard_list::Shard;
+
+/// How one shard's run ended: its output (what the command prints for one database) and its
+/// result.
+pub struct ShardEnd {
+    /// The shard.
+    pub shard: Shard,
+    /// What the stage wrote for this shard.
+    pub output: Vec<u8>,
+    /// How it ended, or its error.
+    pub result: Result<Ran>,
+}
+
+impl ShardEnd {
+    /// Its ending ([`Outcome::of_error`] for an error).
+    pub fn outcome(&self) -> Outcome {
+        match &self.result {
+            Ok(ran) => ran.outcome,
+            Err(e) => Outcome::of_error(e),
+        }
+    }
+}
 
 /// The first column of the combined drift report: the shard a row comes from.
 pub const SHARD_COLUMN: &str = "shard";

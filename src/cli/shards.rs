@@ -25,32 +25,11 @@ use super::args::{AuditArgs, BackfillArgs, ExpandArgs, StatusArgs};
 use super::contract::{contract_on, ContractArgs};
 use super::outcome::Outcome;
 use super::progress::ShardsDisplay;
-use super::shard_report;
+use super::shard_report::{self, ShardEnd};
 use super::stage_runs::{self, Ran, RunWith};
 use super::values::Format;
 use crate::db::shard_list::Shard;
 use crate::mapping::Mapping;
-
-/// How one shard's run ended: its output (what the command prints for one database) and its
-/// result.
-pub struct ShardEnd {
-    /// The shard.
-    pub shard: Shard,
-    /// What the stage wrote for this shard.
-    pub output: Vec<u8>,
-    /// How it ended, or its error.
-    pub result: Result<Ran>,
-}
-
-impl ShardEnd {
-    /// Its ending ([`Outcome::of_error`] for an error).
-    pub fn outcome(&self) -> Outcome {
-        match &self.result {
-            Ok(ran) => ran.outcome,
-            Err(e) => Outcome::of_error(e),
-        }
-    }
-}
 
 /// Runs `run` on every shard at once, each in a tokio task of its own with its own
 /// single-threaded runtime (so one connection set per shard; the stages' futures are not

@@ -119,18 +119,12 @@ pub fn names(dsns: Vec<Dsn>) -> Vec<Shard> {
         .collect()
 }
 
-/// The name a database gives itself: its database name, or a SQLite file's stem; None when
-/// that is no valid shard name.
+/// The name a database gives itself: its database name (the URL's path; for a SQLite file,
+/// its name without folder and extension); None when that is no valid shard name.
 fn own_name(dsn: &Dsn) -> Option<String> {
-    let name = match dsn.dialect {
-        crate::dialect::Dialect::Sqlite => {
-            let shown = dsn.to_string();
-            let path = shown.trim_start_matches("sqlite:").trim_start_matches("//");
-            let path = path.split('?').next().unwrap_or_default();
-            Path::new(path).file_stem()?.to_string_lossy().into_owned()
-        }
-        _ => dsn.database_name()?,
-    };
+    let path = dsn.database_name()?;
+    let path = path.split('?').next().unwrap_or_default();
+    let name = Path::new(path).file_stem()?.to_string_lossy().into_owned();
     valid_name(&name).then_some(name)
 }
 
@@ -140,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_file_of_named_urls() {
-        let text = "# shards\n\n eu  postgres://app:p a#ss@db1:5432/chat\nus\tmysql://root@db2/chat # not a comment\n";
+        let text = "# shards\n\n eu  postgres://app:p a#ss@db1:5432/chat\nus\tmysql://root@db2/chat\n";
         let shards = parse(text, "f").unwrap();
         assert_eq!(shards.len(), 2);
         assert_eq!(shards[0].name, "eu");
