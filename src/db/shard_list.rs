@@ -134,7 +134,8 @@ mod tests {
 
     #[test]
     fn a_file_of_named_urls() {
-        let text = "# shards\n\n eu  postgres://app:p a#ss@db1:5432/chat\nus\tmysql://root@db2/chat\n";
+        let text =
+            "# shards\n\n eu  postgres://app:p a#ss@db1:5432/chat\nus\tmysql://root@db2/chat\n";
         let shards = parse(text, "f").unwrap();
         assert_eq!(shards.len(), 2);
         assert_eq!(shards[0].name, "eu");

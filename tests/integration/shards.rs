@@ -20,7 +20,7 @@
 //! or `TIDEMARK_TEST_SHARD_MYSQL_URLS` (comma-separated admin URLs, e.g. the extra servers of
 //! `.ci/shards.sh`) are set, the shards are spread over those servers instead.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use sqlx::{AnyConnection, Connection, Row};
@@ -441,10 +441,22 @@ async fn the_gate_opens_on_every_shard_or_none(backend: Backend) {
     for (k, db) in shards.iter().enumerate() {
         load(db, d, &all, &[k]).await;
     }
+    // The shards named in a file this time, a password-like secret in a comment aside.
+    let mut file = String::from("# name url\n");
+    for (k, db) in shards.iter().enumerate() {
+        file.push_str(&format!("s{k} {}\n", db.url));
+    }
+    std::fs::write(d.join("shards.txt"), file).unwrap();
     let stage = |args: &[&str]| {
         let mut v = args.to_vec();
-        v.extend(["--mapping", "m.toml", "--quiet"]);
-        run(d, &with_databases(&v, &shards))
+        v.extend([
+            "--mapping",
+            "m.toml",
+            "--quiet",
+            "--databases",
+            "shards.txt",
+        ]);
+        run(d, &v)
     };
     stage(&["backfill"]).expect_code(0);
     // The second shard's counters drift: its audit fails, the first's passes.
@@ -460,12 +472,30 @@ async fn the_gate_opens_on_every_shard_or_none(backend: Backend) {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains(&shards[1].name), "{}", out.stdout);
+    assert!(out.stdout.contains("not open on s1;"), "{}", out.stdout);
     assert!(counter_exists(&shards[0]).await && counter_exists(&shards[1]).await);
     // Repaired, audited: every gate open.
     let repair = "UPDATE unread_counters SET unread_count = unread_count - 1".to_string();
     exec_all(&mut conn, &[repair]).await;
-    stage(&["audit", "--report", "r.csv"]).expect_code(0);
+    let out = stage(&["audit", "--report", "r.csv", "--format", "json"]);
+    out.expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["exit_code"], 0);
+    assert_eq!(json["totals"]["drifting_rows"], 0);
+    let names: Vec<&str> = json["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["s0", "s1"]);
+    for shard in json["shards"].as_array().unwrap() {
+        assert_eq!(shard["output"]["passed"], true, "{shard}");
+        assert!(
+            shard["output"]["rows_checked"].as_u64().unwrap() > 0,
+            "{shard}"
+        );
+    }
     stage(&["contract"]).expect_code(0);
     if backend == Backend::Sqlite {
         // No second session can hold a SQLite table without blocking every reader too.
@@ -477,8 +507,6 @@ async fn the_gate_opens_on_every_shard_or_none(backend: Backend) {
     for db in &shards {
         assert!(!counter_exists(db).await, "{}'s drop", db.name);
     }
-    let names: BTreeSet<String> = shard_names(&shards).into_iter().collect();
-    assert_eq!(names.len(), 2);
     for db in shards {
         db.cleanup().await;
     }
@@ -524,4 +552,74 @@ async fn drop_fails_on_one_shard(
     );
     // Resumed: the first has nothing left to drop, the second drops.
     stage(&["contract", "--execute"]).expect_code(0);
+}
+
+/// A bad line of `--databases FILE` exits 2 naming the file and line, never the URL; so do
+/// `--databases` beside `--database`, and several databases for a command that takes one.
+#[test]
+fn a_bad_databases_file_is_named_without_its_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("m.toml"),
+        scenario::mapping_toml("per_member", false),
+    )
+    .unwrap();
+    let secret = "postgres://app:Sup3rSecret@127.0.0.1:1/chat";
+    std::fs::write(
+        d.join("bad.txt"),
+        format!("# shards\neu {secret}\n{secret}\n"),
+    )
+    .unwrap();
+    let out = run(
+        d,
+        &["audit", "--databases", "bad.txt", "--mapping", "m.toml"],
+    );
+    out.expect_code(2);
+    assert!(out.stderr.contains("bad.txt:3"), "{}", out.stderr);
+    assert!(!out.stderr.contains("Sup3rSecret") && !out.stdout.contains("Sup3rSecret"));
+    std::fs::write(d.join("twice.txt"), format!("a {secret}\na sqlite:x.db\n")).unwrap();
+    let out = run(
+        d,
+        &[
+            "backfill",
+            "--databases",
+            "twice.txt",
+            "--mapping",
+            "m.toml",
+        ],
+    );
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("twice.txt:2") && out.stderr.contains("twice"),
+        "{}",
+        out.stderr
+    );
+    let both = [
+        "status",
+        "--databases",
+        "twice.txt",
+        "--database",
+        "sqlite:y.db",
+    ];
+    let out = run(d, &both);
+    out.expect_code(2);
+    assert!(
+        out.stderr
+            .contains("cannot be used together with --database"),
+        "{}",
+        out.stderr
+    );
+    let plan = [
+        "plan",
+        "--database",
+        "sqlite:a.db",
+        "--database",
+        "sqlite:b.db",
+        "--mapping",
+        "m.toml",
+    ];
+    let out = run(d, &plan);
+    out.expect_code(2);
+    assert!(out.stderr.contains("2 databases given"), "{}", out.stderr);
 }
