@@ -199,7 +199,7 @@ pub async fn contract(shards: Vec<Shard>, mapping: Mapping, args: ContractArgs) 
                     .map(|outcome| Ran {
                         outcome,
                         totals: vec![(
-                            "gates open".to_string(),
+                            if execute { "shards done" } else { "gates open" }.to_string(),
                             u64::from(outcome == Outcome::Done),
                         )],
                     });
