@@ -133,7 +133,7 @@ fn on_command_line(option: &str) -> bool {
 pub enum Format {
     /// A summary for people.
     Text,
-    /// One JSON object on stdout (keys documented in the README, "Output for scripts").
+    /// One JSON object on stdout (keys documented in the book: docs/src/output.md).
     Json,
 }
 
