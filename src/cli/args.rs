@@ -108,7 +108,7 @@ pub struct DemoArgs {
 }
 
 /// `expand` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ExpandArgs {
     #[command(flatten)]
     pub common: Common,
@@ -122,7 +122,7 @@ pub struct ExpandArgs {
 }
 
 /// `backfill` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct BackfillArgs {
     #[command(flatten)]
     pub common: Common,
@@ -178,7 +178,7 @@ pub struct BackfillArgs {
 }
 
 /// `audit` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct AuditArgs {
     #[command(flatten)]
     pub common: Common,

@@ -105,15 +105,28 @@ impl ContractArgs {
     }
 }
 
-/// `tidemark contract`: connects, runs [`run`], prints the verdict (every reason), the exact
-/// DDL and what was done, and returns how it ended (done: open, dropped or nothing to drop;
-/// the gate closed); errors are returned, after a failed `--execute` has been printed.
+/// `tidemark contract` on one database: [`contract_on`], printed on stdout.
 pub async fn run_cli(args: ContractArgs) -> Result<Outcome> {
     let (dsn, mapping) = args.common.resolve()?;
     let opts = args.options();
     check_options(&opts)?;
+    let mut stdout = std::io::stdout();
+    contract_on(&dsn, &mapping, &opts, args.format, &mut stdout).await
+}
+
+/// Connects, runs [`run`], writes the verdict (every reason), the exact DDL and what was done
+/// to `out`, and returns how it ended (done: open, dropped or nothing to drop; the gate
+/// closed); errors are returned, after a failed `--execute` has been written. A closed pipe
+/// ends the output quietly.
+pub async fn contract_on(
+    dsn: &Dsn,
+    mapping: &crate::mapping::Mapping,
+    opts: &ContractOptions,
+    format: Format,
+    out: &mut (dyn std::io::Write + Send),
+) -> Result<Outcome> {
     let mut conn = dsn.connect().await?;
-    let outcome = match run(&mut conn, &mapping, dsn.dialect, &opts).await {
+    let outcome = match run(&mut conn, mapping, dsn.dialect, opts).await {
         Ok(outcome) => outcome,
         Err(e) => {
             // A failure during --execute: what was found and done is still shown.
@@ -121,9 +134,10 @@ pub async fn run_cli(args: ContractArgs) -> Result<Outcome> {
                 print(
                     &failed.outcome,
                     Outcome::of_error(&e),
-                    &dsn,
-                    &opts,
-                    args.format,
+                    dsn,
+                    opts,
+                    format,
+                    out,
                 );
             }
             return Err(e);
@@ -134,11 +148,11 @@ pub async fn run_cli(args: ContractArgs) -> Result<Outcome> {
     } else {
         Outcome::Done
     };
-    print(&outcome, ended, &dsn, &opts, args.format);
+    print(&outcome, ended, dsn, opts, format, out);
     Ok(ended)
 }
 
-/// Prints an outcome on stdout, for people ([`crate::render::text::contract`]) or scripts
+/// Writes an outcome to `out`, for people ([`crate::render::text::contract`]) or scripts
 /// ([`crate::render::json::contract`], with the exit code `ended` gives); a closed pipe ends
 /// the output quietly.
 pub fn print(
@@ -147,11 +161,11 @@ pub fn print(
     dsn: &Dsn,
     opts: &ContractOptions,
     format: Format,
+    out: &mut dyn std::io::Write,
 ) {
-    let mut out = std::io::stdout().lock();
     let _ = match format {
-        Format::Text => crate::render::text::contract(&mut out, o, dsn, opts),
-        Format::Json => crate::render::json::contract(&mut out, o, ended.code()),
+        Format::Text => crate::render::text::contract(out, o, dsn, opts),
+        Format::Json => crate::render::json::contract(out, o, ended.code()),
     };
 }
 

@@ -40,6 +40,28 @@ impl Outcome {
         }
     }
 
+    /// How bad an ending is, for the several databases of a sharded run (issue 31: the worst
+    /// ending wins): a failure (3) over bad input (2) over drift or a closed gate (1) over a
+    /// run stopped early (4, which promises no drift above tolerance in what it covered: not
+    /// true when another shard found some) over done (0).
+    pub fn severity(self) -> u8 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Incomplete => 1,
+            Outcome::DriftAboveTolerance | Outcome::GateClosed | Outcome::MappingIncomplete => 2,
+            Outcome::BadInput => 3,
+            Outcome::Failed => 4,
+        }
+    }
+
+    /// The worst of several endings ([`Outcome::severity`]); done when there are none.
+    pub fn worst(endings: impl IntoIterator<Item = Outcome>) -> Outcome {
+        endings
+            .into_iter()
+            .max_by_key(|o| o.severity())
+            .unwrap_or(Outcome::Done)
+    }
+
     /// How a command that returned `error` ended: bad input, or a failure (anything
     /// unforeseen included: a failure never exits 0 or 1).
     pub fn of_error(error: &anyhow::Error) -> Outcome {
@@ -81,5 +103,15 @@ mod tests {
             Outcome::of_error(&anyhow::anyhow!("disk full")),
             Outcome::Failed
         );
+    }
+
+    #[test]
+    fn the_worst_ending_of_several_shards_wins() {
+        use Outcome::*;
+        assert_eq!(Outcome::worst([]), Done);
+        assert_eq!(Outcome::worst([Done, Incomplete, Done]).code(), 4);
+        assert_eq!(Outcome::worst([Incomplete, DriftAboveTolerance]).code(), 1);
+        assert_eq!(Outcome::worst([GateClosed, BadInput, Done]).code(), 2);
+        assert_eq!(Outcome::worst([BadInput, Failed, Incomplete]).code(), 3);
     }
 }

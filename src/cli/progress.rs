@@ -5,7 +5,7 @@
 //! [`crate::progress::Reporter::start`]). Rates are whole units with thousands separators
 //! (`1,820/s`).
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -36,6 +36,69 @@ impl Stderr {
 impl Sink for Stderr {
     fn start(&self, stage: &str, what: &str, total: u64) -> Box<dyn Bar> {
         Box::new(StderrBar::new(stage, what, total))
+    }
+}
+
+/// The progress of several shards at once (issue 31): one display on stderr (on a terminal,
+/// the bars of every shard stacked, each labelled with its shard's name; off one, plain lines
+/// prefixed with it).
+#[derive(Clone)]
+pub struct ShardsDisplay {
+    /// The stacked bars (None off a terminal).
+    multi: Option<MultiProgress>,
+}
+
+impl ShardsDisplay {
+    /// A display on stderr.
+    pub fn new() -> ShardsDisplay {
+        ShardsDisplay {
+            multi: std::io::stderr()
+                .is_terminal()
+                .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
+        }
+    }
+
+    /// The [`Reporter`] of the shard `name`: its stages' bars in this display, labelled
+    /// `name stage`.
+    pub fn reporter(&self, name: &str) -> Reporter {
+        Reporter::new(Arc::new(ShardSink {
+            display: self.clone(),
+            name: name.to_string(),
+        }))
+    }
+
+    /// Prints a line above the bars (or on stderr when there are none).
+    pub fn println(&self, line: &str) {
+        match &self.multi {
+            Some(multi) => {
+                let _ = multi.println(line);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+impl Default for ShardsDisplay {
+    fn default() -> Self {
+        ShardsDisplay::new()
+    }
+}
+
+/// One shard's [`Sink`] in a [`ShardsDisplay`].
+struct ShardSink {
+    display: ShardsDisplay,
+    name: String,
+}
+
+impl Sink for ShardSink {
+    fn start(&self, stage: &str, what: &str, total: u64) -> Box<dyn Bar> {
+        let label = format!("{} {stage}", self.name);
+        Box::new(StderrBar::in_display(
+            self.display.multi.as_ref(),
+            &label,
+            what,
+            total,
+        ))
     }
 }
 
@@ -136,8 +199,30 @@ pub struct StderrBar {
 impl StderrBar {
     /// A display for `total` units of `what` (e.g. "members"), labelled `stage`.
     pub fn new(stage: &str, what: &str, total: u64) -> StderrBar {
-        if std::io::stderr().is_terminal() {
+        let terminal = std::io::stderr().is_terminal();
+        StderrBar::shown(terminal.then_some(None), stage, what, total)
+    }
+
+    /// A display for one stage of a shard: a bar added to `multi` (a terminal), or plain lines
+    /// when there is none.
+    fn in_display(multi: Option<&MultiProgress>, stage: &str, what: &str, total: u64) -> StderrBar {
+        StderrBar::shown(multi.map(Some), stage, what, total)
+    }
+
+    /// A bar when `terminal` is Some (added to the stacked display it holds, if any), plain
+    /// lines otherwise.
+    fn shown(
+        terminal: Option<Option<&MultiProgress>>,
+        stage: &str,
+        what: &str,
+        total: u64,
+    ) -> StderrBar {
+        if let Some(multi) = terminal {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            let bar = match multi {
+                Some(multi) => multi.add(bar),
+                None => bar,
+            };
             let style = ProgressStyle::with_template(&format!(
                 "{stage:>9} [{{bar:30}}] {{pos}}/{{len}} {what} {{rate}} ETA {{eta}} {{msg}}"
             ))

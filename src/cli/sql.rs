@@ -41,8 +41,13 @@ pub struct AppArgs {
 /// Runs `tidemark sql app`.
 pub fn run(args: &SqlArgs, out: &mut dyn Write) -> Result<()> {
     let SqlWhat::App(args) = &args.what;
+    if args.common.database.len() > 1 || args.common.databases.is_some() {
+        return Err(crate::error::input_error(
+            "sql app prints the statements for one database: give --database once",
+        ));
+    }
     let dsn = database_dsn(
-        args.common.database.as_deref(),
+        args.common.database.first().map(String::as_str),
         args.common.database_file.as_deref(),
     )?;
     let mapping = Mapping::load(&args.common.mapping)?;

@@ -7,15 +7,22 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
+use crate::db::shard_list::Shard;
 use crate::db::Dsn;
 use crate::mapping::Mapping;
 
 /// Options every database command takes.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
-    /// Database URL: postgres://, mysql:// / mariadb://, or sqlite:PATH.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
-    pub database: Option<String>,
+    /// Database URL: postgres://, mysql:// / mariadb://, or sqlite:PATH. Given several times,
+    /// each database is a shard: expand, backfill, audit, contract and status run on every one
+    /// at once.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL", action = clap::ArgAction::Append)]
+    pub database: Vec<String>,
+    /// Shards: a file of one `name url` a line (`#` comments); expand, backfill, audit,
+    /// contract and status run on every database at once. Not with --database or DATABASE_URL.
+    #[arg(long, value_name = "FILE")]
+    pub databases: Option<PathBuf>,
     /// Read the database URL from the first line of this file instead (keeps the password
     /// out of `ps` and the environment); not together with --database / DATABASE_URL.
     #[arg(long, value_name = "PATH")]
@@ -32,14 +39,93 @@ pub struct Common {
 }
 
 impl Common {
-    /// The DSN and the mapping, in that order of checks (both are bad input when wrong).
+    /// The DSN and the mapping, in that order of checks (both are bad input when wrong), for a
+    /// command that runs on one database.
+    ///
+    /// Errors (exit 2): as [`Common::resolve_all`]; several databases given.
     pub fn resolve(&self) -> Result<(Dsn, Mapping)> {
-        let dsn = database_dsn(self.database.as_deref(), self.database_file.as_deref())?
-            .with_time_zone(self.time_zone.clone());
-        let mapping = Mapping::load(&self.mapping)?;
-        mapping.check_predicates(dsn.dialect.sql_parser_dialect(), dsn.dialect.name())?;
-        Ok((dsn, mapping))
+        let (mut shards, mapping) = self.resolve_all()?;
+        if shards.len() > 1 {
+            return Err(crate::error::input_error(format!(
+                "{} databases given: this command runs on one database (give --database once)",
+                shards.len()
+            )));
+        }
+        Ok((shards.remove(0).dsn, mapping))
     }
+
+    /// Every database given (one, or the shards of `--database` given several times or of
+    /// `--databases FILE`, named: [`crate::db::shard_list`]) and the mapping, checked against
+    /// each database's dialect.
+    ///
+    /// Errors (exit 2): no database, a URL or the databases file at fault, `--databases`
+    /// together with `--database` / `DATABASE_URL` or `--database-file`, `--database-file`
+    /// beside several `--database`, a bad mapping.
+    pub fn resolve_all(&self) -> Result<(Vec<Shard>, Mapping)> {
+        let zone = || self.time_zone.clone();
+        let shards = match (&self.databases, self.database.as_slice()) {
+            (Some(file), given) => {
+                if !given.is_empty() || self.database_file.is_some() {
+                    let other = if self.database_file.is_some() {
+                        "--database-file"
+                    } else if on_command_line("--database") {
+                        "--database"
+                    } else {
+                        "the DATABASE_URL environment variable (unset it, or leave out --databases)"
+                    };
+                    return Err(crate::error::input_error(format!(
+                        "--databases {} cannot be used together with {other}: give the databases one way",
+                        file.display()
+                    )));
+                }
+                crate::db::shard_list::read(file)?
+            }
+            (None, several @ [_, _, ..]) => {
+                if let Some(path) = &self.database_file {
+                    return Err(crate::error::input_error(format!(
+                        "--database-file {} cannot be used together with several --database: give the databases one way (--databases FILE for several)",
+                        path.display()
+                    )));
+                }
+                let dsns = several
+                    .iter()
+                    .map(|u| Dsn::parse(u))
+                    .collect::<Result<_>>()?;
+                crate::db::shard_list::names(dsns)
+            }
+            (None, one) => {
+                let dsn = database_dsn(
+                    one.first().map(String::as_str),
+                    self.database_file.as_deref(),
+                )?;
+                vec![Shard {
+                    name: dsn.database_name().unwrap_or_else(|| "database".into()),
+                    dsn,
+                }]
+            }
+        };
+        let shards: Vec<Shard> = shards
+            .into_iter()
+            .map(|s| Shard {
+                dsn: s.dsn.with_time_zone(zone()),
+                ..s
+            })
+            .collect();
+        let mapping = Mapping::load(&self.mapping)?;
+        for s in &shards {
+            mapping.check_predicates(s.dsn.dialect.sql_parser_dialect(), s.dsn.dialect.name())?;
+        }
+        Ok((shards, mapping))
+    }
+}
+
+/// Whether `option` was written on the command line (as `--option` or `--option=…`), as
+/// opposed to coming from its environment variable.
+fn on_command_line(option: &str) -> bool {
+    std::env::args_os().skip(1).any(|a| {
+        let a = a.to_string_lossy();
+        a == option || a.starts_with(&format!("{option}="))
+    })
 }
 
 /// Output format of `audit`, `backfill`, `status`, `plan`, `contract` and `inspect`.
@@ -57,11 +143,7 @@ pub enum Format {
 /// cannot tell them apart and named `--database` for both), exit 2.
 pub(crate) fn database_dsn(database: Option<&str>, file: Option<&std::path::Path>) -> Result<Dsn> {
     if let (Some(_), Some(path)) = (database, file) {
-        let on_command_line = std::env::args_os().skip(1).any(|a| {
-            let a = a.to_string_lossy();
-            a == "--database" || a.starts_with("--database=")
-        });
-        let other = if on_command_line {
+        let other = if on_command_line("--database") {
             "--database"
         } else {
             "the DATABASE_URL environment variable (unset it, or leave out --database-file)"

@@ -17,6 +17,7 @@ mod dsn_text;
 pub mod pooling;
 pub mod privileges;
 pub mod replica;
+pub mod shard_list;
 pub mod testing;
 pub mod tx;
 

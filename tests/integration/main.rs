@@ -87,6 +87,7 @@ mod scenarios;
 mod secrets;
 mod settle;
 mod several_counters;
+mod shards;
 mod snapshot;
 mod synapse;
 mod time_evidence;

@@ -43,6 +43,7 @@ mod unrecorded;
 
 pub use archive::{ArchiveSummary, Checksum};
 pub use dependents::{dependents, Dependent};
+pub use final_audit::audit_report_path;
 #[cfg(feature = "test-hooks")]
 pub use options::Hook;
 pub use options::{check_options, ContractOptions, DEFAULT_AUDIT_REPORT};

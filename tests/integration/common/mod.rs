@@ -197,6 +197,21 @@ impl TestDb {
                 cleaned: false,
             });
         };
+        TestDb::create_named(backend, name, admin_url).await
+    }
+
+    /// [`TestDb::create`] on the server of `admin_url` (a server of `backend`'s kind other than
+    /// its test server: the extra servers of `.ci/shards.sh`).
+    pub async fn create_at(backend: Backend, label: &str, admin_url: &str) -> Option<TestDb> {
+        if !backend.enabled() {
+            eprintln!("skipping {}: not in TIDEMARK_TEST_BACKENDS", backend.name());
+            return None;
+        }
+        TestDb::create_named(backend, unique_name(label), admin_url.to_string()).await
+    }
+
+    /// The database `name` made afresh on the server of `admin_url`.
+    async fn create_named(backend: Backend, name: String, admin_url: String) -> Option<TestDb> {
         let admin = Dsn::parse(&admin_url).expect("the admin URL parses");
         let mut conn = match admin.connect().await {
             Ok(conn) => conn,
