@@ -205,7 +205,12 @@ struct Done<O> {
     took: Duration,
 }
 
-async fn job<W: Work>(work: &W, mut conn: AnyConnection, seq: u64, mut batch: Batch) -> Done<W::Out> {
+async fn job<W: Work>(
+    work: &W,
+    mut conn: AnyConnection,
+    seq: u64,
+    mut batch: Batch,
+) -> Done<W::Out> {
     let started = Instant::now();
     let out = work.run(&mut conn, &mut batch).await;
     Done {
@@ -332,7 +337,10 @@ where
         let held: Option<(Instant, String)> = if !st.open() {
             None
         } else if let Some(path) = throttles.pause_file.filter(|p| p.exists()) {
-            Some((now + Duration::from_millis(500), format!("paused: {} exists", path.display())))
+            Some((
+                now + Duration::from_millis(500),
+                format!("paused: {} exists", path.display()),
+            ))
         } else if let Some(hold) = st.hold.filter(|h| *h > now) {
             Some((hold, "throttled: --max-rows-per-second".to_string()))
         } else if st.found >= st.applied + window {
@@ -429,7 +437,13 @@ async fn record<S, F, O>(
         let out = match out {
             Ok(out) => out,
             Err(error) => {
-                st.fail(seq, Failure { error, hi: Some(hi) });
+                st.fail(
+                    seq,
+                    Failure {
+                        error,
+                        hi: Some(hi),
+                    },
+                );
                 return;
             }
         };
@@ -443,7 +457,13 @@ async fn record<S, F, O>(
                 st.hold = hold.max(st.hold);
                 alongside(set, arrived, session.heartbeat(main)).await;
             }
-            Err(error) => st.fail(seq, Failure { error, hi: Some(hi) }),
+            Err(error) => st.fail(
+                seq,
+                Failure {
+                    error,
+                    hi: Some(hi),
+                },
+            ),
         }
     }
 }

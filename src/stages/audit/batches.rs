@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::jobs;
 use super::rows::record_row;
 use super::tally::BatchTally;
 use super::types::{AuditSummary, BatchRun};
@@ -20,6 +21,7 @@ use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
 use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
 use crate::stages::keepalive::Session;
+use crate::stages::parallel::Work;
 
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
@@ -85,6 +87,27 @@ pub(super) async fn audit_batches(
     // The last conversation of the batch in flight, for the error of a failed batch.
     let mut hi: Option<Key> = None;
     let result: Result<()> = async {
+        if opts.jobs.parallel() {
+            let reader = Reader {
+                run,
+                empty: jobs::empty_like(summary),
+            };
+            let (lo, hi, stopped, stopped_by) = (&mut lo, &mut hi, &mut stopped, &mut stopped_by);
+            let place = jobs::Place {
+                lo,
+                hi,
+                stopped,
+                stopped_by,
+            };
+            let (report, progress, session) = (&mut report, &mut progress, &mut session);
+            let sinks = jobs::Sinks {
+                summary,
+                report,
+                progress,
+                session,
+            };
+            return jobs::batches(conn, (run, unit, started), &reader, place, sinks).await;
+        }
         let stop = opts.stop.as_deref();
         session
             .wait_while_file(conn, opts.pause_file.as_deref(), stop, &mut progress)
@@ -168,6 +191,31 @@ pub(super) async fn audit_batches(
     let sha = report.finish()?;
     let _ = std::fs::remove_file(&partial);
     Ok(Some(sha))
+}
+
+/// One batch of a parallel audit (`--jobs`, [`jobs`]) on a worker connection: [`audit_batch`]
+/// into numbers of its own (from `empty`) and a report in memory.
+struct Reader<'r> {
+    run: &'r BatchRun<'r>,
+    empty: AuditSummary,
+}
+
+impl Work for Reader<'_> {
+    type Out = jobs::Part;
+
+    async fn run(&self, conn: &mut AnyConnection, batch: &mut Batch) -> Result<jobs::Part> {
+        let mut numbers = self.empty.clone();
+        let mut report = ReportWriter::in_memory();
+        let (checked, drifting) =
+            audit_batch(conn, self.run, batch, &mut numbers, &mut report).await?;
+        let rows = report.into_rows()?;
+        Ok(jobs::Part {
+            numbers,
+            rows,
+            checked,
+            drifting,
+        })
+    }
 }
 
 /// The error of an audit that stops in its next batch (the conversations after `lo` up to

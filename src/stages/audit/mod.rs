@@ -27,6 +27,7 @@ use crate::tables::LEDGER_TABLE;
 
 mod backfill_state;
 mod batches;
+mod jobs;
 mod min_age;
 mod rows;
 mod summary;
@@ -67,6 +68,7 @@ pub async fn run(
 ) -> Result<AuditOutcome> {
     let started = Instant::now();
     check_options(opts)?;
+    opts.jobs.check(dialect)?;
     let collations = prepare(conn, mapping, dialect, opts).await?;
     let lock = take_lock(conn, mapping, dialect, opts).await?;
     let result = run_locked(

@@ -12,6 +12,7 @@ use crate::ledger::records::{BackfillState, Checked};
 use crate::mapping::Shape;
 use crate::progress::Reporter;
 use crate::schema::KeyKind;
+use crate::stages::parallel::Jobs;
 use crate::stages::{Key, Scope};
 
 /// Options of an audit run.
@@ -74,6 +75,11 @@ pub struct AuditOptions {
     pub pause_between_batches: Duration,
     /// Throttle: wait before the next batch while this file exists (`--pause-file`).
     pub pause_file: Option<PathBuf>,
+    /// `--jobs N`: N batches at once on N connections of their own
+    /// ([`crate::stages::parallel`]); the report and the summary are those of one job, row
+    /// for row (a batch's rows wait until every earlier batch is written). With
+    /// `--pause-between-batches` each connection rests after each of its batches.
+    pub jobs: Jobs,
 }
 
 impl Default for AuditOptions {
@@ -103,6 +109,7 @@ impl Default for AuditOptions {
             stop: None,
             pause_between_batches: Duration::ZERO,
             pause_file: None,
+            jobs: Jobs::one(),
         }
     }
 }

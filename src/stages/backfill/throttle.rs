@@ -1,6 +1,19 @@
-//! The throttle of `--max-rows-per-second`, over active time (issue 13 row 1).
+//! The throttle of `--max-rows-per-second`, over active time (issue 13 row 1), and the
+//! backoff of a batch that lost a lock wait.
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use std::time::Duration;
+
+/// The pauses before each retry of a batch that lost a lock wait: exponential from 200 ms to
+/// 10 s with jitter, `retries` of them.
+pub(super) fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(retries)
+        .with_jitter()
+        .build()
+}
 
 /// How long the throttle waits so that `rows` done in `active` time (wall time minus the time
 /// paused: pause file, lock backoff, `--pause-between-batches`) stay at or below `limit` rows
