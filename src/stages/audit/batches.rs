@@ -46,17 +46,7 @@ pub(super) async fn audit_batches(
     } = *run;
     let started = Instant::now();
     let partial = partial_path(&opts.report);
-    let mut report = if run.counters.len() > 1 {
-        // Several counters (issue 22): the shape's columns, then `counter`.
-        let mut header = match shape {
-            crate::mapping::Shape::ReadFlags => crate::report::READ_FLAGS_HEADER.to_vec(),
-            _ => crate::report::PER_MEMBER_HEADER.to_vec(),
-        };
-        header.push("counter");
-        ReportWriter::with_header(&opts.report, &header, opts.report_mode)?
-    } else {
-        ReportWriter::create(&opts.report, shape, opts.report_mode)?
-    };
+    let mut report = create_report(run)?;
     if lo.is_some() {
         // Rows of the earlier parts come first.
         if let Err(e) = report.append_rows_from(&partial) {
@@ -88,24 +78,9 @@ pub(super) async fn audit_batches(
     let mut hi: Option<Key> = None;
     let result: Result<()> = async {
         if opts.jobs.parallel() {
-            let reader = Reader {
-                run,
-                empty: jobs::empty_like(summary),
-            };
-            let (lo, hi, stopped, stopped_by) = (&mut lo, &mut hi, &mut stopped, &mut stopped_by);
-            let place = jobs::Place {
-                lo,
-                hi,
-                stopped,
-                stopped_by,
-            };
-            let (report, progress, session) = (&mut report, &mut progress, &mut session);
-            let sinks = jobs::Sinks {
-                summary,
-                report,
-                progress,
-                session,
-            };
+            let reader = Reader::new(run, summary);
+            let place = (&mut lo, &mut hi, &mut stopped, &mut stopped_by);
+            let sinks = (&mut *summary, &mut report, &mut progress, &mut session);
             return jobs::batches(conn, (run, unit, started), &reader, place, sinks).await;
         }
         let stop = opts.stop.as_deref();
@@ -193,11 +168,37 @@ pub(super) async fn audit_batches(
     Ok(Some(sha))
 }
 
+/// The run's report, its header written: the shape's columns, then `counter` for several
+/// counters (issue 22).
+///
+/// Errors: as [`ReportWriter::with_header`].
+fn create_report(run: &BatchRun<'_>) -> Result<ReportWriter> {
+    let opts = run.opts;
+    if run.counters.len() > 1 {
+        let mut header = match run.shape {
+            crate::mapping::Shape::ReadFlags => crate::report::READ_FLAGS_HEADER.to_vec(),
+            _ => crate::report::PER_MEMBER_HEADER.to_vec(),
+        };
+        header.push("counter");
+        ReportWriter::with_header(&opts.report, &header, opts.report_mode)
+    } else {
+        ReportWriter::create(&opts.report, run.shape, opts.report_mode)
+    }
+}
+
 /// One batch of a parallel audit (`--jobs`, [`jobs`]) on a worker connection: [`audit_batch`]
 /// into numbers of its own (from `empty`) and a report in memory.
 struct Reader<'r> {
     run: &'r BatchRun<'r>,
     empty: AuditSummary,
+}
+
+impl<'r> Reader<'r> {
+    /// The reader of `run`, counting each batch from an empty summary shaped as `summary`.
+    fn new(run: &'r BatchRun<'r>, summary: &AuditSummary) -> Reader<'r> {
+        let empty = jobs::empty_like(summary);
+        Reader { run, empty }
+    }
 }
 
 impl Work for Reader<'_> {

@@ -53,43 +53,43 @@ pub(super) fn empty_like(s: &AuditSummary) -> AuditSummary {
 
 /// Where the run stands, as `audit_batches` keeps it: the last batch written (`lo`), the
 /// batch that failed (`hi`), and whether (and by what) it stopped before the end.
-pub(super) struct Place<'p> {
-    pub lo: &'p mut Option<Key>,
-    pub hi: &'p mut Option<Key>,
-    pub stopped: &'p mut bool,
-    pub stopped_by: &'p mut Option<&'static str>,
-}
+pub(super) type Place<'p> = (
+    &'p mut Option<Key>,
+    &'p mut Option<Key>,
+    &'p mut bool,
+    &'p mut Option<&'static str>,
+);
 
-/// What the recorded batches go into.
-pub(super) struct Sinks<'p, 's> {
-    pub summary: &'p mut AuditSummary,
-    pub report: &'p mut ReportWriter,
-    pub progress: &'p mut Progress,
-    pub session: &'p mut Session<'s>,
-}
+/// What the recorded batches go into: the summary, the report, the progress, the session.
+pub(super) type Sinks<'p, 's> = (
+    &'p mut AuditSummary,
+    &'p mut ReportWriter,
+    &'p mut Progress,
+    &'p mut Session<'s>,
+);
 
-/// Runs the batches of `unit` after `place.lo` on `run.opts.jobs` worker connections
-/// (`work` reads one), recording each in key order; a stop or `--run-time` (counted from
-/// `started`) ends it with `place.stopped` set when a batch is left.
+/// Runs the batches of `unit` after `lo` on `run.opts.jobs` worker connections (`work`
+/// reads one), recording each in key order; a stop or `--run-time` (counted from `started`)
+/// ends it with `stopped` set when a batch is left, and `stopped_by` saying why.
 ///
-/// Errors: the first failure in key order; `place.hi` then names its batch.
+/// Errors: the first failure in key order; `hi` then names its batch.
 pub(super) async fn batches<W: Work<Out = Part>>(
     conn: &mut AnyConnection,
     (run, unit, started): (&BatchRun<'_>, BatchUnit, Instant),
     work: &W,
-    place: Place<'_>,
-    sinks: Sinks<'_, '_>,
+    (lo, hi, stopped, stopped_by): Place<'_>,
+    (summary, report, progress, session): Sinks<'_, '_>,
 ) -> Result<()> {
     let opts = run.opts;
     let workers = opts.jobs.open(opts.lock_timeout).await?;
-    let start = place.lo.clone();
+    let start = lo.clone();
     let mut orderer = Orderer {
         run,
         unit,
-        lo: place.lo,
-        summary: sinks.summary,
-        report: sinks.report,
-        progress: sinks.progress,
+        lo,
+        summary,
+        report,
+        progress,
     };
     let throttles = Throttles {
         pause_file: opts.pause_file.as_deref(),
@@ -98,19 +98,19 @@ pub(super) async fn batches<W: Work<Out = Part>>(
         rest: opts.pause_between_batches,
     };
     let pair = (&mut orderer, work);
-    match drive(conn, workers, sinks.session, pair, start, &throttles).await {
+    match drive(conn, workers, session, pair, start, &throttles).await {
         Ok(Ended::Covered) => Ok(()),
         Ok(Ended::Stopped(by)) => {
             // Incomplete only if a batch is left, as one job at a time decides.
             let (ctx, scope) = (run.ctx, &opts.scope);
             let lo = orderer.lo.clone();
             let left = next_batch(conn, ctx, unit, run.conv_kind, lo, 1, scope).await?;
-            *place.stopped = left.is_some();
-            *place.stopped_by = Some(by);
+            *stopped = left.is_some();
+            *stopped_by = Some(by);
             Ok(())
         }
         Err(failure) => {
-            *place.hi = failure.hi;
+            *hi = failure.hi;
             Err(failure.error)
         }
     }

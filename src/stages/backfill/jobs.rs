@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::evidence::{run_batch, Record, Settle};
 use super::summary::{BackfillSummary, Checkpoint, FlagCounts};
-use super::throttle::{lock_wait_backoff, throttle_delay};
+use super::throttle::{lock_wait_backoff, next_size, throttle_delay};
 use crate::dialect::SqlContext;
 use crate::mapping::Mapping;
 use crate::progress::Progress;
@@ -52,6 +52,13 @@ pub(super) struct Run<'a> {
 /// (`lo`), the batch that failed (`hi`) and why it gave up (`why`).
 pub(super) type Place<'p> = (&'p mut Option<Key>, &'p mut Option<Key>, &'p mut String);
 
+/// What the recorded batches go into: the run's counts, its progress, its session.
+pub(super) type Sinks<'p, 's> = (
+    &'p mut BackfillSummary,
+    &'p mut Progress,
+    &'p mut Session<'s>,
+);
+
 /// Runs the batches after `lo` on `opts.jobs` worker connections, recording each in key order
 /// into `summary` and the ledger's checkpoint; a stop sets `summary.interrupted`.
 ///
@@ -61,9 +68,7 @@ pub(super) async fn batches(
     conn: &mut AnyConnection,
     run: &Run<'_>,
     (lo, hi, why): Place<'_>,
-    summary: &mut BackfillSummary,
-    progress: &mut Progress,
-    session: &mut Session<'_>,
+    (summary, progress, session): Sinks<'_, '_>,
 ) -> Result<()> {
     let workers = run.jobs.open(run.lock_timeout).await?;
     let writer = Writer {
@@ -207,12 +212,8 @@ impl InOrder for Orderer<'_, '_> {
         self.progress.advance(batch.rows);
         *self.lo = Some(batch.hi);
         // Size the next batches to the time target, as one job at a time does.
-        let (max, _) = run.batch_size;
-        if !run.chunk_time.is_zero() && batch.rows > 0 {
-            let rate = batch.rows as f64 / times.took.as_secs_f64().max(0.001);
-            let want = (rate * run.chunk_time.as_secs_f64()).round() as u64;
-            self.size = want.clamp(1, max).min(self.size.saturating_mul(2).max(1));
-        }
+        let (max, chunk) = (run.batch_size.0, run.chunk_time);
+        self.size = next_size(self.size, max, chunk, batch.rows, times.took);
         let Some(limit) = run.max_rows_per_second.filter(|l| *l > 0.0) else {
             return Ok(None);
         };

@@ -332,10 +332,9 @@ async fn run_batches(
     let (mut hi, mut why): (Option<Key>, String) = (None, String::new());
     let result: Result<()> = async {
         if opts.jobs.parallel() {
-            let run = parallel_run(ctx, mapping, opts, conv_kind, settle, ledger_id, size);
-            let place = (&mut lo, &mut hi, &mut why);
-            return jobs::batches(conn, &run, place, &mut summary, &mut progress, &mut session)
-                .await;
+            let run = parallel_run(ctx, mapping, opts, (conv_kind, settle, ledger_id, size));
+            let sinks = (&mut summary, &mut progress, &mut session);
+            return jobs::batches(conn, &run, (&mut lo, &mut hi, &mut why), sinks).await;
         }
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
@@ -420,12 +419,7 @@ async fn run_batches(
             hi = None;
             session.heartbeat(conn).await;
             // Size the next batch to the time target.
-            let took = t0.elapsed();
-            if !opts.chunk_time.is_zero() && batch.rows > 0 {
-                let rate = batch.rows as f64 / took.as_secs_f64().max(0.001);
-                let want = (rate * opts.chunk_time.as_secs_f64()).round() as u64;
-                size = want.clamp(1, max).min(size.saturating_mul(2).max(1));
-            }
+            size = next_size(size, max, opts.chunk_time, batch.rows, t0.elapsed());
             // Throttle.
             if let Some(limit) = opts.max_rows_per_second.filter(|l| *l > 0.0) {
                 let done = summary.members - members_at_start;
@@ -460,10 +454,7 @@ fn parallel_run<'a>(
     ctx: &'a SqlContext,
     mapping: &'a Mapping,
     opts: &'a BackfillOptions,
-    conv_kind: KeyKind,
-    settle: &'a Settle,
-    ledger_id: Option<i64>,
-    size: u64,
+    (conv_kind, settle, ledger_id, size): (KeyKind, &'a Settle, Option<i64>, u64),
 ) -> jobs::Run<'a> {
     jobs::Run {
         ctx,
@@ -604,5 +595,5 @@ fn start_summary(summary: &mut BackfillSummary, settle: &Settle, mapping: &Mappi
 
 use summary::Checkpoint;
 pub use summary::{BackfillSummary, FlagCounts};
-use throttle::lock_wait_backoff;
 pub use throttle::throttle_delay;
+use throttle::{lock_wait_backoff, next_size};
