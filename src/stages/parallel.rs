@@ -250,7 +250,7 @@ struct State<O> {
     /// Idle worker connections, each with when it may take a batch again.
     idle: Vec<(AnyConnection, Instant)>,
     /// Finished batches not recorded yet, by sequence number.
-    waiting: BTreeMap<u64, (Batch, Result<O>, Duration)>,
+    waiting: BTreeMap<u64, (Batch, O, Duration)>,
     /// Batches found (the next one's sequence number).
     found: u64,
     /// Batches recorded (the next one to record).
@@ -318,7 +318,19 @@ where
     loop {
         for d in arrived.drain(..) {
             st.idle.push((d.conn, Instant::now() + throttles.rest));
-            st.waiting.insert(d.seq, (d.batch, d.out, d.took));
+            match d.out {
+                Ok(out) => {
+                    st.waiting.insert(d.seq, (d.batch, out, d.took));
+                }
+                // No batch starts after a failure; the earlier ones in flight still finish.
+                Err(error) => st.fail(
+                    d.seq,
+                    Failure {
+                        error,
+                        hi: Some(d.batch.hi),
+                    },
+                ),
+            }
         }
         record(main, session, stage, &mut st, &mut set, &mut arrived).await;
         if !arrived.is_empty() {
@@ -434,19 +446,6 @@ async fn record<S, F, O>(
         };
         let seq = st.applied;
         let hi = batch.hi.clone();
-        let out = match out {
-            Ok(out) => out,
-            Err(error) => {
-                st.fail(
-                    seq,
-                    Failure {
-                        error,
-                        hi: Some(hi),
-                    },
-                );
-                return;
-            }
-        };
         let times = Times {
             took,
             paused: st.paused,

@@ -144,7 +144,11 @@ fn assert_truth(backend: Backend, summary: &audit::AuditSummary, truth: &GroundT
     assert_eq!(summary.rows_checked, truth.counter_rows);
 }
 
-on_every_backend!(servers: four_jobs_give_the_one_job_result, stopped_jobs_resume_exactly);
+on_every_backend!(
+    servers: four_jobs_give_the_one_job_result,
+    stopped_jobs_resume_exactly,
+    a_failed_batch_keeps_the_checkpoint_before_it
+);
 
 /// Backfill and audit with 1 and with 4 jobs on two copies of the same fleet (two seeds).
 async fn four_jobs_give_the_one_job_result(backend: Backend) {
@@ -308,6 +312,116 @@ async fn stopped_jobs_resume_exactly(backend: Backend) {
     assert!(std::fs::read(&r1).unwrap() == std::fs::read(&r3).unwrap());
     assert_eq!(comparable(&audited), comparable(&last));
     assert_truth(backend, &last, &three.truth);
+    one.cleanup().await;
+    three.cleanup().await;
+}
+
+/// The checkpoint (JSON) of the newest backfill in the ledger: its `lo` and its batches.
+async fn checkpoint(conn: &mut AnyConnection) -> (i64, u64) {
+    let row = sqlx::query(
+        "SELECT checkpoint FROM tidemark_ledger WHERE stage = 'backfill' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    let text = tidemark::values::text(&row, 0)
+        .unwrap()
+        .expect("a checkpoint");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    (
+        v["lo"].as_i64().unwrap(),
+        v["summary"]["batches"].as_u64().unwrap(),
+    )
+}
+
+/// One batch in the middle of the fleet meets a lock it cannot wait out (another session's
+/// uncommitted watermark row of one of its members; `--retries 0`): the run with 3 jobs stops
+/// with exit 3's error naming that batch, after the batches in flight finished; the checkpoint
+/// is the last batch before it (every earlier one committed, none after it recorded). Once
+/// the lock is gone the same command ends where one job ends.
+async fn a_failed_batch_keeps_the_checkpoint_before_it(backend: Backend) {
+    let Some(mut one) = Fleet::new(backend, "jobs_fail_ref", 34).await else {
+        return;
+    };
+    let Some(mut three) = Fleet::new(backend, "jobs_fail", 34).await else {
+        return;
+    };
+    let filled = one.backfill(backfill_opts(Jobs::one())).await;
+    let blocked = scalar(
+        &mut three.conn,
+        "SELECT conv_id FROM members ORDER BY conv_id LIMIT 1 OFFSET 600",
+    )
+    .await;
+    let user: String = sqlx::query_scalar(&format!(
+        "SELECT user_id FROM members WHERE conv_id = {blocked} ORDER BY user_id LIMIT 1"
+    ))
+    .fetch_one(&mut three.conn)
+    .await
+    .unwrap();
+    let mut holder = three.db.connect().await;
+    for sql in [
+        "BEGIN".to_string(),
+        format!(
+            "INSERT INTO read_watermarks (user_id, conversation_id, last_read_id) \
+             VALUES ('{user}', {blocked}, 0)"
+        ),
+    ] {
+        sqlx::raw_sql(&sql).execute(&mut holder).await.unwrap();
+    }
+    let opts = backfill::BackfillOptions {
+        retries: 0,
+        lock_timeout: Duration::from_secs(1),
+        ..backfill_opts(three.jobs(3))
+    };
+    let dialect = three.dsn.dialect;
+    let err = backfill::run(&mut three.conn, &three.mapping, dialect, &opts)
+        .await
+        .expect_err("the blocked batch fails the run");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("still meeting lock waits after 0 retries"),
+        "{text}"
+    );
+    let (lo, batches) = checkpoint(&mut three.conn).await;
+    assert!(
+        lo < blocked,
+        "checkpoint {lo} at or past the blocked {blocked}"
+    );
+    assert!(batches > 0, "the batches before it are recorded");
+    assert!(
+        text.contains(&format!(
+            "stopped in batch {} (conversations after {lo} up to ",
+            batches + 1
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "the batches up to conversation {lo} are committed"
+        )),
+        "{text}"
+    );
+    // Every member of a conversation up to the checkpoint has the watermark one job writes.
+    let upto = |marks: Vec<String>| -> Vec<String> {
+        marks
+            .into_iter()
+            .filter(|m| m.split('|').next().unwrap().parse::<i64>().unwrap() <= lo)
+            .collect()
+    };
+    let reference = watermarks(&mut one.conn).await;
+    assert!(upto(reference.clone()) == upto(watermarks(&mut three.conn).await));
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let _ = holder.close().await;
+    let rest = three.backfill(backfill_opts(three.jobs(3))).await;
+    assert_eq!(rest.resumed_after_batches, Some(batches));
+    assert_eq!(
+        (rest.members, rest.batches),
+        (filled.members, filled.batches)
+    );
+    assert!(reference == watermarks(&mut three.conn).await);
     one.cleanup().await;
     three.cleanup().await;
 }
