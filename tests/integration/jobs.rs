@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sqlx::{AnyConnection, Connection};
 
-use crate::common::faults::{scalar, watermarks, Fixture};
+use crate::common::faults::{scalar, signal, wait, watermarks, Fixture};
 use crate::common::{on_every_backend, Backend, TestDb};
 use crate::scenario;
 use tidemark::db::Dsn;
@@ -147,7 +147,8 @@ fn assert_truth(backend: Backend, summary: &audit::AuditSummary, truth: &GroundT
 on_every_backend!(
     servers: four_jobs_give_the_one_job_result,
     stopped_jobs_resume_exactly,
-    a_failed_batch_keeps_the_checkpoint_before_it
+    a_failed_batch_keeps_the_checkpoint_before_it,
+    killed_and_run_again_from_the_command_line
 );
 
 /// Backfill and audit with 1 and with 4 jobs on two copies of the same fleet (two seeds).
@@ -424,6 +425,77 @@ async fn a_failed_batch_keeps_the_checkpoint_before_it(backend: Backend) {
     assert!(reference == watermarks(&mut three.conn).await);
     one.cleanup().await;
     three.cleanup().await;
+}
+
+/// The command line: `backfill --jobs 3` killed (-9) once it has recorded a checkpoint, then
+/// run again, leaves the watermarks of `--jobs 1` (a batch committed past the checkpoint is
+/// written again, forward-only); `audit --jobs 3` then writes the report of `--jobs 1`, byte
+/// for byte, with its exit code.
+async fn killed_and_run_again_from_the_command_line(backend: Backend) {
+    let Some(one) = Fixture::generated(backend, "jobs_cli_ref").await else {
+        return;
+    };
+    let Some(three) = Fixture::generated(backend, "jobs_cli_kill").await else {
+        return;
+    };
+    let batches = ["--quiet", "--batch-size", "40", "--chunk-time", "0s"];
+    let with = |first: &[&'static str], more: &[&'static str]| -> Vec<&'static str> {
+        first
+            .iter()
+            .chain(batches.iter())
+            .chain(more)
+            .copied()
+            .collect()
+    };
+    one.run(&with(&["backfill"], &[])).expect_code(0);
+    let slow = ["--jobs", "3", "--pause-between-batches", "300ms"];
+    let child = three.spawn(&with(&["backfill"], &slow), &[]);
+    let mut conn = three.connect().await;
+    let started = std::time::Instant::now();
+    let recorded =
+        "SELECT COUNT(*) FROM tidemark_ledger WHERE stage = 'backfill' AND checkpoint IS NOT NULL";
+    while scalar(&mut conn, recorded).await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal(&child, "KILL");
+    let killed = wait(child, Duration::from_secs(30));
+    assert_eq!(killed.code, None, "killed: {killed:?}");
+    let mut reference = one.connect().await;
+    let count = "SELECT COUNT(*) FROM read_watermarks";
+    let (done, all) = (
+        scalar(&mut conn, count).await,
+        scalar(&mut reference, count).await,
+    );
+    assert!(
+        done > 0 && done < all,
+        "killed mid-way: {done} of {all} watermarks"
+    );
+    three
+        .run(&with(&["backfill"], &["--jobs", "3"]))
+        .expect_code(0);
+    assert!(watermarks(&mut reference).await == watermarks(&mut conn).await);
+    let audit = [
+        "audit",
+        "--quiet",
+        "--batch-size",
+        "40",
+        "--report",
+        "r.csv",
+    ];
+    one.run(&audit).expect_code(1);
+    three
+        .run(&[&audit[..], &["--jobs", "3"]].concat())
+        .expect_code(1);
+    let read = |f: &Fixture| std::fs::read(f.path().join("r.csv")).unwrap();
+    assert!(read(&one) == read(&three), "the reports differ");
+    let _ = conn.close().await;
+    let _ = reference.close().await;
+    one.db.cleanup().await;
+    three.db.cleanup().await;
 }
 
 /// SQLite runs one batch at a time: `--jobs 2` is refused before anything runs (exit 2,
