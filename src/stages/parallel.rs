@@ -23,7 +23,7 @@
 use anyhow::{anyhow, Result};
 use futures_util::future::{select, Either};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use sqlx::AnyConnection;
+use sqlx::{AnyConnection, Connection};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
@@ -414,6 +414,10 @@ where
     }
     if said {
         stage.progress().message("");
+    }
+    for (conn, _) in std::mem::take(&mut st.idle) {
+        // Every batch is back (the set is empty): each connection ends its session cleanly.
+        let _ = conn.close().await;
     }
     match st.failure {
         Some((_, failure)) => Err(failure),
