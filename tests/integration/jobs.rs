@@ -526,3 +526,62 @@ async fn sqlite_refuses_more_than_one_job() {
     let _ = conn.close().await;
     f.db.cleanup().await;
 }
+
+/// Times backfill and audit with 1, 2 and 4 jobs on a fleet of `TIDEMARK_JOBS_MEMBERS`
+/// members (default 50 000), batches of 5 000, on every selected server (ignored: run it with
+/// `cargo test --release --test integration jobs::jobs_timing -- --ignored --nocapture`).
+/// Each run gets a fresh copy of the fleet (the same seed); the watermarks and reports are
+/// compared as above.
+#[tokio::test]
+#[ignore]
+async fn jobs_timing() {
+    let members: u64 = std::env::var("TIDEMARK_JOBS_MEMBERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    for backend in [Backend::Postgres, Backend::Mysql] {
+        let mut reference: Option<Vec<u8>> = None;
+        for jobs in [1, 2, 4] {
+            let Some(db) = TestDb::create(backend, "jobs_timing").await else {
+                break;
+            };
+            let dsn = Dsn::parse(&db.url).unwrap();
+            let mut conn = dsn.connect().await.unwrap();
+            let opts = GenerateOptions { members, seed: 5 };
+            generate(&mut conn, dsn.dialect, &opts).await.unwrap();
+            let mapping =
+                Mapping::parse(&scenario::mapping_toml("per_member", false), "<t>").unwrap();
+            expand::run(&mut conn, &mapping, dsn.dialect, false)
+                .await
+                .unwrap();
+            let (n, dialect) = (Jobs::new(jobs, &dsn), dsn.dialect);
+            let started = std::time::Instant::now();
+            let bf = backfill::BackfillOptions {
+                batch_size: 5000,
+                jobs: n.clone(),
+                ..Default::default()
+            };
+            backfill::run(&mut conn, &mapping, dialect, &bf)
+                .await
+                .unwrap();
+            let t_backfill = started.elapsed();
+            let dir = tempfile::tempdir().unwrap();
+            let report = dir.path().join("r.csv");
+            let started = std::time::Instant::now();
+            let au = audit::AuditOptions {
+                batch_size: 5000,
+                ..audit_opts(report.clone(), n)
+            };
+            audit::run(&mut conn, &mapping, dialect, &au).await.unwrap();
+            let t_audit = started.elapsed();
+            eprintln!(
+                "{} {members} members --jobs {jobs}: backfill {t_backfill:.2?}, audit {t_audit:.2?}",
+                backend.name()
+            );
+            let bytes = std::fs::read(&report).unwrap();
+            assert!(reference.get_or_insert_with(|| bytes.clone()) == &bytes);
+            let _ = conn.close().await;
+            db.cleanup().await;
+        }
+    }
+}
