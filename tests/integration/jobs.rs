@@ -527,6 +527,43 @@ async fn sqlite_refuses_more_than_one_job() {
     f.db.cleanup().await;
 }
 
+/// PostgreSQL with `idle_session_timeout = '1s'` on the database: with 2 jobs and
+/// `--pause-between-batches 1500ms` every connection rests longer than the timeout after each
+/// batch (and the run's own waits for the workers), yet the backfill and the audit finish:
+/// the resting and waiting connections run `SELECT 1` every 250 ms.
+#[tokio::test]
+async fn resting_connections_outlive_idle_session_timeout() {
+    let Some(f) = Fixture::generated(Backend::Postgres, "jobs_idle").await else {
+        return;
+    };
+    let mut admin = f.connect().await;
+    let sql = format!(
+        "ALTER DATABASE \"{}\" SET idle_session_timeout = '1s'",
+        f.db.name
+    );
+    sqlx::raw_sql(&sql).execute(&mut admin).await.unwrap();
+    let _ = admin.close().await;
+    let rest = [
+        "--jobs",
+        "2",
+        "--batch-size",
+        "300",
+        "--pause-between-batches",
+        "1500ms",
+    ];
+    let started = std::time::Instant::now();
+    let backfill = [&["backfill", "--quiet", "--chunk-time", "0s"][..], &rest].concat();
+    f.run(&backfill).expect_code(0);
+    let audit = [&["audit", "--quiet", "--report", "r.csv"][..], &rest].concat();
+    f.run(&audit).expect_code(1);
+    assert!(started.elapsed() >= Duration::from_secs(3), "rested");
+    let mut conn = f.connect().await;
+    let marks = scalar(&mut conn, "SELECT COUNT(*) FROM read_watermarks").await;
+    assert!(marks > 1000, "{marks} watermarks");
+    let _ = conn.close().await;
+    f.db.cleanup().await;
+}
+
 /// Times backfill and audit with 1, 2 and 4 jobs on a fleet of `TIDEMARK_JOBS_MEMBERS`
 /// members (default 50 000), batches of 5 000, on every selected server (ignored: run it with
 /// `cargo test --release --test integration jobs::jobs_timing -- --ignored --nocapture`).
