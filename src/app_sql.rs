@@ -24,13 +24,24 @@ pub struct AppStatement {
     pub name: &'static str,
     /// When the application runs it.
     pub when: &'static str,
-    /// The hazard it prevents, in words (the seed articles name them; the user has not read them).
+    /// The hazard it prevents, in words: the fault it keeps out (duplicate delivery, a clear
+    /// racing a new message, a lost update, members who left still counted, …).
     pub prevents: &'static str,
+    /// With several counters (`[[counter]]`, issue 32): the counter (`name`) an unread count
+    /// computes, since each counts its own messages (its `countable`; a mention counter only
+    /// the messages that mention the member). None for a statement of the whole mapping, and
+    /// for every statement of a mapping of one counter (JSON: the key is then left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counter: Option<String>,
     /// The parameters to bind, in order (on PostgreSQL: the value of `$1`, `$2`, …).
     pub binds: Vec<String>,
     /// The SQL, with the dialect's placeholders.
     pub sql: String,
 }
+
+/// The statements computed per counter when a mapping has several (an unread count is
+/// one counter's: its own `countable`, its mentions).
+const PER_COUNTER: &[&str] = &["unread_count", "unread_count_page"];
 
 /// What each template is: (name, template, when, prevents).
 const STATEMENTS: &[(&str, &str, &str, &str)] = &[
@@ -131,10 +142,27 @@ fn number(sql: &str, dialect: Dialect) -> (String, Vec<String>) {
 
 /// The application's statements for `mapping` on `dialect`, a page of `page` conversations
 /// (or messages) in the page queries. A template of several statements gives one
-/// [`AppStatement`] per statement (same name).
+/// [`AppStatement`] per statement (same name). With several counters, each unread count
+/// ([`PER_COUNTER`]) comes once per counter, in the file's order, each through the counter's
+/// view of the mapping ([`Mapping::per_counter`]: its `countable`, its mentions), with
+/// [`AppStatement::counter`] naming it.
 ///
 /// Errors: a template that fails to render (a bug in tidemark, exit 3).
 pub fn statements(mapping: &Mapping, dialect: Dialect, page: usize) -> Result<Vec<AppStatement>> {
+    let views: Vec<(Option<String>, SqlContext)> = if mapping.several_counters() {
+        mapping
+            .per_counter()
+            .iter()
+            .map(|v| {
+                (
+                    Some(v.counter_name().to_string()),
+                    SqlContext::new(v, dialect),
+                )
+            })
+            .collect()
+    } else {
+        vec![(None, SqlContext::new(mapping, dialect))]
+    };
     let ctx = SqlContext::new(mapping, dialect);
     let seq = seq_table(mapping);
     let seq_index = format!("{}_conv", seq.rsplit('.').next().unwrap_or(&seq));
@@ -151,17 +179,26 @@ pub fn statements(mapping: &Mapping, dialect: Dialect, page: usize) -> Result<Ve
         seq_msg_index => dialect.quote(&seq_msg_index),
     };
     let mut out = Vec::new();
+    let whole = [(None, ctx)];
     for (name, template, when, prevents) in STATEMENTS {
-        let sql = render(template, &ctx, extra.clone())?;
-        for part in sql.split("\n;\n") {
-            let (sql, binds) = number(part.trim(), dialect);
-            out.push(AppStatement {
-                name,
-                when,
-                prevents,
-                binds,
-                sql,
-            });
+        let contexts = if PER_COUNTER.contains(name) {
+            &views[..]
+        } else {
+            &whole[..]
+        };
+        for (counter, ctx) in contexts {
+            let sql = render(template, ctx, extra.clone())?;
+            for part in sql.split("\n;\n") {
+                let (sql, binds) = number(part.trim(), dialect);
+                out.push(AppStatement {
+                    name,
+                    when,
+                    prevents,
+                    counter: counter.clone(),
+                    binds,
+                    sql,
+                });
+            }
         }
     }
     Ok(out)

@@ -12,12 +12,17 @@
 
 {#- One member's unread messages in one conversation, stopped at 100 rows (seed 000 §5: the UI
     shows "99+"): countable messages after max(watermark, join position), not the member's own
-    (a NULL sender is nobody's own), counted only while the member is active. -#}
+    (a NULL sender is nobody's own), counted only while the member is active. A mention
+    counter (`ctr.mentions`, issue 32) counts only the messages that mention the member: a
+    row of its mentions table, or its `mentioned` predicate over the message `this` and the
+    member's `[users]` row `usr`. -#}
+{% macro mentioned(ctr, user) %}{% set mn = ctr.mentions %}{% if mn and mn.predicate %}{% if mn.usr %}EXISTS (SELECT 1 FROM {{ mn.usr.table }} usr WHERE usr.{{ mn.usr.key }} = {{ user }} AND ({{ mn.predicate }})){% else %}({{ mn.predicate }}){% endif %}{% elif mn %}EXISTS (SELECT 1 FROM {{ mn.table }} amn WHERE amn.{{ mn.message }} = this.{{ mn.key }} AND amn.{{ mn.user }} = {{ user }}){% endif %}{% endmacro %}
 {% macro capped(msg, mem, ctr, wm, int, conv, user) %}SELECT COUNT(*) FROM (
     SELECT 1 AS one FROM {{ own(msg.table, msg.joins, msg.conv, msg.sender) }}
     WHERE this.{{ msg.conv }} = {{ conv }}
       AND {% if msg.countable %}({{ msg.countable }}){% else %}1 = 1{% endif +%}
-      AND (this.{{ msg.sender }} <> {{ user }} OR this.{{ msg.sender }} IS NULL)
+      AND (this.{{ msg.sender }} <> {{ user }} OR this.{{ msg.sender }} IS NULL){% if ctr.mentions %}
+      AND {{ mentioned(ctr, user) }}{% endif %}
       AND this.{{ msg.id }} > COALESCE((SELECT aw.last_read_id FROM {{ wm }} aw
                                      WHERE aw.conversation_id = {{ conv }} AND aw.user_id = {{ user }}), 0)
       AND EXISTS (SELECT 1 FROM {{ members(mem, ctr, int, msg) }} amb

@@ -25,8 +25,9 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build a legacy chat database with the faults of the seed articles injected (SQLite in
-    /// the current folder, or --database URL) and run the whole staged migration on it.
+    /// Build a legacy chat database whose counters drift by known faults (duplicate delivery, a
+    /// clear racing a new message, a lost update, members who left still counted; SQLite in the
+    /// current folder, or --database URL) and run the whole staged migration on it.
     Demo(DemoArgs),
     /// Read the schema and propose a mapping file, with a comment on each choice and each
     /// alternative seen; warn about missing indexes and position hazards. Writes nothing to the

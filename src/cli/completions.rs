@@ -1,7 +1,7 @@
 //! `tidemark completions SHELL` and `tidemark man`: generated from the clap definitions (the
 //! caller passes in `Cli::command()`: [`super::args`] names this file's own arguments, so this
 //! file does not import it back), so they always list the commands and options this binary
-//! has. The README ("Shell completions and man page") says where to install them.
+//! has. The book (docs/src/install.md, "Shell completions and man page") says where to install them.
 
 use anyhow::{Context, Result};
 use std::io::Write;

@@ -349,11 +349,12 @@ async fn plan(
     // Issue 24: what the backfill checks before its first batch, measured now.
     let shares = crate::schema::evidence_share::measure(conn, mapping, &ctx).await?;
     text::plan_evidence_shares(out, &shares)?;
-    text::plan_statements(
-        out,
-        &format!("3. audit: {per_batch}"),
-        &audit::statements_in(mapping, &ctx, None)?,
-    )?;
+    let audit_sql = audit_statements(mapping, &collations, dsn)?;
+    let audit_sql: Vec<(&str, String)> = audit_sql
+        .iter()
+        .map(|(w, s)| (w.as_str(), s.clone()))
+        .collect();
+    text::plan_statements(out, &format!("3. audit: {per_batch}"), &audit_sql)?;
     let dry = crate::stages::contract::ContractOptions {
         quiet: true,
         ..Default::default()
@@ -379,6 +380,13 @@ async fn plan_json(
     let report = expand::run(conn, mapping, dsn.dialect, true).await?;
     let (ctx, collations) = stage_context(conn, mapping, dsn).await?;
     let per_batch = batches_run(&ctx);
+    let audit_sql = audit_statements(mapping, &collations, dsn)?;
+    let audit_sql: Vec<(&str, String)> = audit_sql
+        .iter()
+        .map(|(w, s)| (w.as_str(), s.clone()))
+        .collect();
+    // Issue 32: what the backfill checks before its first batch, as the text plan shows it.
+    let shares = crate::schema::evidence_share::measure(conn, mapping, &ctx).await?;
     let mut stages = vec![
         json::plan_expand(&report),
         json::PlanStageJson::new(
@@ -386,11 +394,7 @@ async fn plan_json(
             per_batch,
             &backfill::statements_in(mapping, &ctx)?,
         ),
-        json::PlanStageJson::new(
-            "audit",
-            per_batch,
-            &audit::statements_in(mapping, &ctx, None)?,
-        ),
+        json::PlanStageJson::new("audit", per_batch, &audit_sql),
     ];
     let dry = crate::stages::contract::ContractOptions {
         quiet: true,
@@ -420,8 +424,30 @@ async fn plan_json(
     }
     stages.push(contract);
     let indexes = crate::inspect::indexes::check(conn, dsn.dialect, mapping).await?;
-    json::plan(out, dsn, mapping, &indexes, stages, &collations.notices())?;
+    json::plan(
+        out,
+        dsn,
+        mapping,
+        &indexes,
+        stages,
+        &shares,
+        &collations.notices(),
+    )?;
     Ok(())
+}
+
+/// The audit's statements for every counter of the mapping (issue 32), each counter's view
+/// under this database's key collations, as the audit runs them.
+fn audit_statements(
+    mapping: &Mapping,
+    collations: &crate::schema::KeyCollations,
+    dsn: &Dsn,
+) -> Result<Vec<(String, String)>> {
+    audit::statements_every_counter(
+        mapping,
+        |view| collations.apply(crate::dialect::SqlContext::new(view, dsn.dialect), view),
+        None,
+    )
 }
 
 /// The statements' context for this database: its key columns' collations read and applied

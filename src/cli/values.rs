@@ -47,7 +47,7 @@ impl Common {
 pub enum Format {
     /// A summary for people.
     Text,
-    /// One JSON object on stdout (keys documented in the README, "Output for scripts").
+    /// One JSON object on stdout (keys documented in the book: docs/src/output.md).
     Json,
 }
 

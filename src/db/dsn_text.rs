@@ -3,7 +3,7 @@
 //! write them for psql), the URL the driver gets, the URL as printed, and every form of its
 //! secrets to mask in other text (the driver's errors can echo them).
 //!
-//! The rules, in `README.md` ("Every database command takes `--database URL`"):
+//! The rules, in the book (`docs/src/introduction.md`: "Every database command takes `--database URL`"):
 //!
 //! - The user info runs from `//` to the last `@` (a URL parser stops at the first `#`, `?` or
 //!   `/`, which a password may hold). Printed, everything after its first `:` is `***`, and

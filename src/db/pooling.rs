@@ -118,7 +118,7 @@ pub async fn refuse_shared_session(
              {seen}. tidemark needs one server session for a whole command (its runner lock, \
              session settings and prepared statements live there): use a direct URL to the \
              server, or a session-pooling one (pgbouncer pool_mode = session); nothing was \
-             written (README, \"Poolers\")"
+             written (the book: docs/src/poolers.md, \"Poolers\")"
         ))),
     }
 }

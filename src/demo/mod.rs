@@ -211,7 +211,9 @@ impl<'a> Demo<'a> {
         )?;
         writeln!(
             out,
-            "Faults injected into the counters, as the seed articles describe them (the ground truth):"
+            "Faults injected into the counters (duplicate delivery, a clear racing a new message, a lost update,\n\
+             members who left still counted, own and deleted messages counted), by the drift class each leaves\n\
+             (the ground truth):"
         )?;
         for (class, n) in truth.injected.iter().filter(|(_, n)| **n > 0) {
             writeln!(out, "  {class:<22} {n:>6}")?;

@@ -119,7 +119,7 @@ pub trait Spelling: Sync + std::fmt::Debug {
     /// `{v}`): keys passed on between tables in the engine's byte-wise collation
     /// ([`Self::bytewise_collation`]), a batch's keys looked up by equality in a form that
     /// compares bytes and keeps the column's index where the engine allows it (measured with
-    /// EXPLAIN: README "Mixed key collations").
+    /// EXPLAIN: the book's "Mixed key collations" (docs/src/collations.md)).
     fn key_compare(&self, c: &Collation) -> KeyCompare;
 
     /// The collation keys are compared in when the key columns' collations differ, as notices

@@ -1,5 +1,5 @@
 //! Choosing a mapping from a [`Catalog`]: candidates by name and type for each part of the
-//! mapping file (README "The mapping file"), the best of each chosen, the others kept as
+//! mapping file (the book: docs/src/mapping.md, "The mapping file"), the best of each chosen, the others kept as
 //! alternatives for the comments. Pure: the facts that need the data (does a counter column
 //! hold values, which values a membership column takes) are read first and passed in.
 

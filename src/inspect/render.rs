@@ -1,4 +1,4 @@
-//! The proposed mapping file's text: the README's layout ("The mapping file"), a comment on each
+//! The proposed mapping file's text: the book's layout ("The mapping file", docs/src/mapping.md), a comment on each
 //! choice and each alternative seen, the warnings at the top.
 
 use std::fmt::Write;
@@ -16,7 +16,7 @@ fn s(value: &str) -> String {
 }
 
 /// The mapping file for `p`, with `warnings` and comments: the header, then the sections in
-/// the README's order (`[messages]`, `[members]`, `[counter]`, `[[evidence]]`, `[watermarks]`).
+/// the book's order (docs/src/mapping.md) (`[messages]`, `[members]`, `[counter]`, `[[evidence]]`, `[watermarks]`).
 ///
 /// With `explain`, the header ends with the full reasoning ([`Proposal::explain`]): every
 /// candidate seen and the figures measured.

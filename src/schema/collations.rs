@@ -207,7 +207,7 @@ impl KeyCollations {
         Some(format!(
             "the key columns' collations differ: {}; tidemark reads each batch by its \
              conversations' keys and compares keys byte for byte ({}), so every table reads \
-             the same conversations and members (README \"Mixed key collations\")",
+             the same conversations and members (the book: docs/src/collations.md, \"Mixed key collations\")",
             columns.join(", "),
             self.dialect.bytewise_collation()
         ))

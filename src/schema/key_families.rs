@@ -137,7 +137,7 @@ impl KeyFamilies {
             return Err(input_error(format!(
                 "{}.{} is {}: tidemark's database driver cannot read {} keys of this type \
                  back (MySQL/MariaDB MEDIUMINT); give the column a type of INT or BIGINT, or \
-                 map a view that passes it on as CAST({} AS SIGNED) (README \"Key types\")",
+                 map a view that passes it on as CAST({} AS SIGNED) (the book: docs/src/key-types.md, \"Key types\")",
                 k.table, k.column, k.declared, k.family, k.column
             )));
         }
@@ -170,7 +170,7 @@ impl KeyFamilies {
                     "{} keys of different types: {}.{} is {} ({}) and {}.{} is {} ({}); tidemark \
                      compares these keys across tables as values and cannot compare {} with {} \
                      exactly: give the columns one type, or map a view that converts one of \
-                     them (README \"Key types\")",
+                     them (the book: docs/src/key-types.md, \"Key types\")",
                     family,
                     first.table,
                     first.column,
@@ -261,7 +261,7 @@ async fn check_unsigned_range(
     if let Some(max) = text(&row, 0)? {
         return Err(input_error(format!(
             "{}.{} ({}) holds {max}, above 9223372036854775807: tidemark reads and stores \
-             keys as signed 64-bit integers (README \"Key types\")",
+             keys as signed 64-bit integers (the book: docs/src/key-types.md, \"Key types\")",
             key.table, key.column, key.declared
         )));
     }

@@ -152,7 +152,7 @@ pub async fn check(
             notices.push(format!(
                 "the time columns differ in kind: {pair}; they are compared in the session's \
                  time zone, the database's own (as psql or mysql would) unless --time-zone \
-                 names another (README \"Time zones and zero dates\")"
+                 names another (the book: docs/src/time-zones.md, \"Time zones and zero dates\")"
             ));
         }
     }

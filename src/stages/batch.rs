@@ -361,6 +361,10 @@ pub fn bind_scope<'q>(
 pub enum BatchUnit {
     /// Members the backfill writes for (subjects.sql).
     Subjects,
+    /// The members (subjects.sql), and the conversations of messages without a member row,
+    /// counted as no rows: the read_flags audit, whose flag rows of a conversation nobody is a
+    /// member of are orphans to report (semantics.md "Shape C"), batched like the members'.
+    SubjectsAndMessages,
     /// Rows of the per-member counter table (audit, shape A).
     Counters,
     /// Messages (audit, shape B).
@@ -402,6 +406,7 @@ pub async fn next_batch(
 ) -> Result<Option<Batch>> {
     let unit_name = match unit {
         BatchUnit::Subjects => "subjects",
+        BatchUnit::SubjectsAndMessages => "subjects_and_messages",
         BatchUnit::Counters => "counters",
         BatchUnit::Messages => "messages",
     };
@@ -414,16 +419,31 @@ pub async fn next_batch(
     let mut limit = batch_size.min(BOUNDS_FIRST_LIMIT).min(max_keys);
     'reading: loop {
         let range = range_params(ctx.dialect, 1, after.is_some(), false, scope);
+        // The union of two readings (SubjectsAndMessages) binds the range twice: its second
+        // reading's placeholders follow the first's.
+        let used = usize::from(after.is_some())
+            + usize::from(scope.from.is_some())
+            + usize::from(scope.to.is_some());
+        let range2 = range_params(ctx.dialect, 1 + used, after.is_some(), false, scope);
         let sql = render(
             "batch_bounds.sql",
             ctx,
-            minijinja::context! { range => range, unit => unit_name, limit => limit },
+            minijinja::context! {
+                range => range, range2 => range2, unit => unit_name, limit => limit
+            },
         )?;
+        let readings = if unit == BatchUnit::SubjectsAndMessages {
+            2
+        } else {
+            1
+        };
         let mut q = sqlx::query(&sql);
-        if let Some(after) = &after {
-            q = after.bind(q);
+        for _ in 0..readings {
+            if let Some(after) = &after {
+                q = after.bind(q);
+            }
+            q = bind_scope(scope, q);
         }
-        q = bind_scope(scope, q);
         let rows = q.fetch_all(&mut *conn).await?;
         for row in &rows {
             let n: i64 = row.try_get("n")?;

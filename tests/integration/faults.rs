@@ -1,5 +1,5 @@
 //! The fault matrix (issue 13, "Faults"): each fault on PostgreSQL and MariaDB (SQLite where it
-//! applies) ends with the documented exit code (README "Exit codes"), the ledger and the
+//! applies) ends with the documented exit code (the book: docs/src/introduction.md, "Exit codes"), the ledger and the
 //! checkpoint consistent, nothing half-written, and a rerun that finishes the job with the same
 //! watermarks (or report) as an uninterrupted run on a twin database.
 //!
@@ -575,7 +575,7 @@ async fn audit_stopped_by(backend: Backend, signal: &str) {
         ["drift.csv.partial", "m.toml"],
         "{run:?}"
     );
-    // Exit 4, or 1 when what it covered already drifts above tolerance (README "Exit codes").
+    // Exit 4, or 1 when what it covered already drifts above tolerance (the book: docs/src/introduction.md, "Exit codes").
     let part = std::fs::read_to_string(f.path().join("drift.csv.partial")).unwrap();
     run.expect_code(if part.lines().count() > 1 { 1 } else { 4 });
     assert!(

@@ -1,6 +1,6 @@
 //! The shape of the source tree, checked (issue 20): no import circle between files, no engine
 //! branch outside the engine folder, no file above 700 lines, no function above 150, and the
-//! README's "Where things are" naming only files that exist.
+//! book's "Where things are" (`docs/src/house.md`) naming only files that exist.
 //!
 //! The import graph is read from the text of `src/**/*.rs` (comments, strings and `#[cfg(test)]`
 //! modules left out; test files are not part of it): every `crate::…`, `super::…` and
@@ -724,17 +724,15 @@ fn find_fn(line: &str) -> Option<usize> {
     None
 }
 
-/// The paths named in backticks in the README's "Where things are" section (written from the
-/// repository's root, e.g. `src/db/tx.rs`, `sql/common/`), each checked to exist; and the
-/// section names every folder of `src/`.
+/// The paths named in backticks in the book's chapter "Where things are" (`docs/src/house.md`,
+/// written from the repository's root, e.g. `src/db/tx.rs`, `sql/common/`), each checked to
+/// exist; and the chapter names every folder of `src/`. The README's "Where to read on" names
+/// book chapters: each must exist too.
 #[test]
 fn readme_names_files_that_exist() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let section = readme
-        .split("## Where things are")
-        .nth(1)
-        .expect("README has a \"Where things are\" section");
-    let section = section.split("\n## ").next().unwrap_or_default();
+    let section =
+        std::fs::read_to_string(root().join("docs/src/house.md")).expect("docs/src/house.md");
+    let section = section.as_str();
     let mut missing = Vec::new();
     let mut named = BTreeSet::new();
     for (k, quoted) in section.split('`').enumerate() {
@@ -755,12 +753,12 @@ fn readme_names_files_that_exist() {
     }
     assert!(
         named.len() > 40,
-        "only {} paths read from the README",
+        "only {} paths read from docs/src/house.md",
         named.len()
     );
     assert!(
         missing.is_empty(),
-        "README \"Where things are\" names paths that do not exist (write them from the repository's root): {missing:?}"
+        "docs/src/house.md (\"Where things are\") names paths that do not exist (write them from the repository's root): {missing:?}"
     );
     let mut folders = Vec::new();
     let mut stack = vec![root().join("src")];
@@ -777,6 +775,26 @@ fn readme_names_files_that_exist() {
     let unnamed: Vec<&String> = folders.iter().filter(|f| !named.contains(*f)).collect();
     assert!(
         unnamed.is_empty(),
-        "README \"Where things are\" does not name these folders: {unnamed:?}"
+        "docs/src/house.md (\"Where things are\") does not name these folders: {unnamed:?}"
+    );
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let chapters: Vec<&str> = readme
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|q| q.starts_with("docs/src/") && q.ends_with(".md"))
+        .collect();
+    assert!(
+        chapters.len() > 10,
+        "README.md names {} chapters",
+        chapters.len()
+    );
+    let gone: Vec<&&str> = chapters
+        .iter()
+        .filter(|c| !root().join(c).exists())
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "README.md names chapters that do not exist: {gone:?}"
     );
 }

@@ -1,4 +1,4 @@
-//! Least privilege (issue 13): the README's minimal grant per stage ("Least privilege") is
+//! Least privilege (issue 13): the book's minimal grant per stage (`docs/src/least-privilege.md`) is
 //! enough, and the stage after it is refused as "permission denied" (exit 3) until its own
 //! grant is added. One user per server, created by the test, its grants added stage by stage:
 //! `audit --no-ledger`, then `status` and `plan`, then `backfill`, then `audit` with its
@@ -15,7 +15,7 @@ const SCENARIO: &str = "S1b-duplicate-delivery-overcount";
 
 on_every_backend!(servers: each_stage_runs_with_its_documented_grant);
 
-/// The README's GRANT statements for `stage` (cumulative: run them in order).
+/// The book's GRANT statements (`docs/src/least-privilege.md`) for `stage` (cumulative: run them in order).
 fn grants(backend: Backend, db: &str, who: &str, stage: &str) -> Vec<String> {
     let pg = backend == Backend::Postgres;
     let on = |t: &str| {

@@ -79,7 +79,8 @@ async fn mattermost(backend: Backend) {
         &statements(&std::fs::read_to_string(dir.join("schema.sql")).unwrap()),
     )
     .await;
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping =
+        Mapping::load(&crate::common::known_mapping("mattermost")).expect("the mapping loads");
     mapping
         .check_predicates(dialect.sql_parser_dialect(), dialect.name())
         .unwrap();

@@ -86,7 +86,8 @@ async fn run(backend: Backend, want: Expected) {
         .join(want.name);
     let schema = std::fs::read_to_string(dir.join("schema.sql")).unwrap();
     exec_all(&mut conn, &statements(&schema)).await;
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping =
+        Mapping::load(&crate::common::known_mapping(want.name)).expect("the mapping loads");
     assert!(mapping.has_reader_rules());
     mapping
         .check_predicates(dialect.sql_parser_dialect(), dialect.name())

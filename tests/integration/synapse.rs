@@ -1,6 +1,6 @@
 //! A real schema: Matrix Synapse's unread counters (`tests/fixtures/synapse/`, the project's own
 //! copy of the tables and rows of `../shared/fixtures/synapse.*.sql` that matter), mapped as in
-//! README.md's "Worked example: mapping Matrix Synapse": Synapse's own tables, and one view per
+//! The book's "Worked example: mapping Matrix Synapse" (`docs/src/synapse.md`): Synapse's own tables, and one view per
 //! engine for the unread rule that reads the event's JSON.
 //!
 //! On every backend: load the Synapse tables, create the view, run expand, backfill (twice) and
@@ -163,19 +163,12 @@ fn split_sql(text: &str, what: &str) -> Vec<String> {
     out
 }
 
-/// The fenced blocks tagged `lang` in README.md's section "Worked example: mapping Matrix
-/// Synapse", in order.
+/// The fenced blocks tagged `lang` in the book's chapter "Worked example: mapping Matrix
+/// Synapse" (`docs/src/synapse.md`), in order.
 fn readme_blocks(lang: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let at = readme
-        .find("\n## Worked example: mapping Matrix Synapse\n")
-        .expect("README.md has the section \"## Worked example: mapping Matrix Synapse\"");
-    let section = &readme[at + 1..];
-    let section = match section[3..].find("\n## ") {
-        Some(end) => &section[..end + 4],
-        None => section,
-    };
+    let section =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/synapse.md"))
+            .expect("docs/src/synapse.md");
     let mut blocks = Vec::new();
     let mut open: Option<String> = None;
     for line in section.lines() {
@@ -198,23 +191,26 @@ fn readme_blocks(lang: &str) -> Vec<String> {
     blocks
 }
 
-/// README.md's worked example shows this fixture's views and mapping (the report is checked by
+/// docs/src/synapse.md (the worked example) shows this fixture's views and mapping (the report is checked by
 /// `synapse_sqlite`).
 #[test]
 fn readme_shows_the_fixture() {
-    let dir = fixture_dir();
     let sql = readme_blocks("sql");
     assert_eq!(sql.len(), 1, "one sql block in the section");
-    let views = std::fs::read_to_string(dir.join("views.sqlite.sql")).unwrap();
+    let views = std::fs::read_to_string(crate::common::known_mapping_file(
+        "synapse",
+        "views.sqlite.sql",
+    ))
+    .unwrap();
     let trimmed = |v: Vec<String>| v.iter().map(|s| s.trim().to_string()).collect::<Vec<_>>();
     assert_eq!(
-        trimmed(split_sql(&sql[0], "README.md")),
+        trimmed(split_sql(&sql[0], "docs/src/synapse.md")),
         trimmed(split_sql(&views, "views.sqlite.sql")),
-        "README.md's views differ from tests/fixtures/synapse/views.sqlite.sql (comments aside)"
+        "docs/src/synapse.md's views differ from contrib/mappings/synapse/views.sqlite.sql (comments aside)"
     );
     let toml = readme_blocks("toml");
     assert_eq!(toml.len(), 1, "one toml block in the section");
-    let file = std::fs::read_to_string(dir.join("tidemark.toml")).unwrap();
+    let file = std::fs::read_to_string(crate::common::known_mapping("synapse")).unwrap();
     let body: String = file
         .lines()
         .skip_while(|l| l.starts_with('#') || l.trim().is_empty())
@@ -222,7 +218,7 @@ fn readme_shows_the_fixture() {
         .collect();
     assert_eq!(
         toml[0], body,
-        "README.md's mapping differs from tests/fixtures/synapse/tidemark.toml"
+        "docs/src/synapse.md's mapping differs from contrib/mappings/synapse/tidemark.toml"
     );
 }
 
@@ -296,7 +292,10 @@ async fn loaded(
     .await;
     exec_all(
         &mut conn,
-        &statements(&dir.join(format!("views.{name}.sql"))),
+        &statements(&crate::common::known_mapping_file(
+            "synapse",
+            &format!("views.{name}.sql"),
+        )),
     )
     .await;
     Some((db, dsn.dialect, conn))
@@ -306,9 +305,9 @@ async fn synapse(backend: Backend) {
     let Some((db, dialect, mut conn)) = loaded(backend, "synapse").await else {
         return; // skipped: the note is on stderr
     };
-    let dir = fixture_dir();
     let name = backend.name();
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping =
+        Mapping::load(&crate::common::known_mapping("synapse")).expect("the mapping loads");
     let mut problems: Vec<String> = Vec::new();
 
     // The stored counters, the main timeline's rows: exactly the expected table.
@@ -442,12 +441,12 @@ async fn synapse(backend: Backend) {
     }
     let report = &reports[0];
     if backend == Backend::Sqlite {
-        // README.md's worked example ends with this report, produced on SQLite.
+        // docs/src/synapse.md's worked example ends with this report, produced on SQLite.
         let csv = readme_blocks("csv");
         let written = std::fs::read_to_string(tmp.path().join("drift-5000.csv")).unwrap();
         if csv.len() != 1 || csv[0] != written {
             problems.push(format!(
-                "README.md's report differs from the audit's:\n{written}\nREADME.md:\n{}",
+                "docs/src/synapse.md's report differs from the audit's:\n{written}\ndocs/src/synapse.md:\n{}",
                 csv.join("\n")
             ));
         }
@@ -785,7 +784,6 @@ async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
     let Some((db, dialect, mut conn)) = loaded(backend, "synapse_threads").await else {
         return;
     };
-    let dir = fixture_dir();
     let (room, user): (String, String) = {
         let row = sqlx::query(
             "SELECT room_id, user_id FROM event_push_summary WHERE thread_id = 'main' ORDER BY room_id, user_id",
@@ -803,7 +801,8 @@ async fn thread_rows_are_refused_by_the_contract(backend: Backend) {
         )],
     )
     .await;
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping =
+        Mapping::load(&crate::common::known_mapping("synapse")).expect("the mapping loads");
     expand::run(&mut conn, &mapping, dialect, false)
         .await
         .expect("expand");

@@ -851,7 +851,7 @@ async fn contract_resumes_after_a_kill(backend: Backend) {
     db.cleanup().await;
 }
 
-/// README.md shows this fixture's `tidemark plan` contract part as it is (SQLite).
+/// The book's mapping chapter (`docs/src/mapping.md`) shows this fixture's `tidemark plan` contract part as it is (SQLite).
 #[tokio::test]
 async fn readme_shows_the_plan() {
     use crate::common::bin;
@@ -893,12 +893,13 @@ async fn readme_shows_the_plan() {
         .trim_end()
         .trim_end_matches("nothing was changed")
         .trim_end();
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
+    let readme = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/src/mapping.md"),
+    )
+    .unwrap();
     assert!(
         readme.contains(&format!("```text\n{part}\n```")),
-        "README.md does not show this plan's contract part:\n{part}"
+        "docs/src/mapping.md does not show this plan's contract part:\n{part}"
     );
     db.cleanup().await;
 }

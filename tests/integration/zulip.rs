@@ -35,7 +35,7 @@ async fn zulip_read_flags(backend: Backend) {
         &statements(&std::fs::read_to_string(dir.join("schema.sql")).unwrap()),
     )
     .await;
-    let mapping = Mapping::load(&dir.join("tidemark.toml")).expect("the mapping loads");
+    let mapping = Mapping::load(&crate::common::known_mapping("zulip")).expect("the mapping loads");
     mapping
         .check_predicates(dialect.sql_parser_dialect(), dialect.name())
         .unwrap();

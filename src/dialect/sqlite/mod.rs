@@ -156,7 +156,7 @@ impl Spelling for Sqlite {
 
 impl Sessions for Sqlite {
     /// SQLite has no session time zone: a named `--time-zone` would change nothing, so it is
-    /// refused rather than ignored (README "Time zones and zero dates": text times are read
+    /// refused rather than ignored (the book's "Time zones and zero dates" (docs/src/time-zones.md): text times are read
     /// with their own offset, a time without one as UTC).
     ///
     /// Errors (exit 2): `zone` is given.

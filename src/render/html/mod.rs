@@ -151,7 +151,7 @@ fn percent(n: u64, max: u64) -> String {
     format!("{:.1}%", (n as f64 / max as f64 * 100.0).max(0.5))
 }
 
-/// The bug that usually causes a class (README, the audit's class table).
+/// The bug that usually causes a class (the book, docs/src/stages/audit.md: the class table).
 fn cause(class: DriftClass) -> &'static str {
     match class {
         DriftClass::NullCounter => "row never initialised",

@@ -1,5 +1,5 @@
 //! The JSON objects of the contract gate (in `status` and `contract`) and of `contract`
-//! itself (README "Output for scripts").
+//! itself (the book: docs/src/output.md, "Output for scripts").
 
 use serde::Serialize;
 use std::io::{self, Write};

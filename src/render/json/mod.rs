@@ -1,7 +1,7 @@
 //! What scripts read: the `--format json` outputs, one pretty-printed JSON object per command
 //! on stdout (progress stays on stderr). Every object is an explicit struct of this module, so
 //! the keys (snake_case) are a contract of their own, independent of the stages' field names;
-//! the README section "Output for scripts" documents them. A key is never removed or renamed
+//! the book's chapter "Output for scripts" (docs/src/output.md) documents them. A key is never removed or renamed
 //! within a major version; new keys may be added.
 
 use serde::Serialize;
@@ -325,10 +325,53 @@ pub struct PlanJson {
     pub indexes: Vec<IndexJson>,
     /// The stages in order: `expand`, `backfill`, `audit`, `contract`.
     pub stages: Vec<PlanStageJson>,
+    /// What the backfill measures before its first batch (issue 24), as the text plan shows
+    /// it: per position, timestamp and counter evidence entry, the values sampled and the
+    /// share that fits (issue 32; empty when no entry is measured).
+    pub evidence_shares: Vec<ShareJson>,
     /// Warnings: the key columns whose collations differ (the statements then read each
     /// batch by its keys); omitted when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// One evidence entry's measured share (`plan --format json`, `evidence_shares`).
+#[derive(Debug, Serialize)]
+pub struct ShareJson {
+    /// The entry's 1-based place in the mapping (`evidence[n]`).
+    pub entry: usize,
+    /// `position`, `timestamp` or `counter`.
+    pub kind: String,
+    /// What it reads: `table.column` (the counter: its column or expression).
+    pub source: String,
+    /// Values sampled (not NULL), at most the sample's size.
+    pub measured: u64,
+    /// Of those, the values that fit (positions of their conversation, times at or after its
+    /// first message, counters between 0 and its message count).
+    pub fits: u64,
+    /// `fits / measured`, 0 to 1 (1 when nothing was measured).
+    pub share: f64,
+    /// The share under which the backfill stops (exit 2) when at least `min_values` were
+    /// measured: 0.9 for positions and times, 0.5 for the counter.
+    pub min_share: f64,
+    /// Fewer values than this decide nothing.
+    pub min_values: u64,
+}
+
+impl ShareJson {
+    /// One [`crate::schema::evidence_share::Share`] as JSON.
+    pub fn of(s: &crate::schema::evidence_share::Share) -> ShareJson {
+        ShareJson {
+            entry: s.entry,
+            kind: s.kind.clone(),
+            source: s.source.clone(),
+            measured: s.measured,
+            fits: s.fits,
+            share: s.share(),
+            min_share: s.limit(),
+            min_values: crate::schema::evidence_share::MIN_VALUES,
+        }
+    }
 }
 
 /// One index a stage reads by (`plan --format json`).
@@ -422,6 +465,7 @@ pub fn plan(
     mapping: &Mapping,
     indexes: &[crate::inspect::indexes::IndexCheck],
     stages: Vec<PlanStageJson>,
+    shares: &[crate::schema::evidence_share::Share],
     warnings: &[String],
 ) -> io::Result<()> {
     emit(
@@ -432,6 +476,7 @@ pub fn plan(
             mapping_fingerprint: mapping.fingerprint.clone(),
             indexes: indexes.iter().map(IndexJson::of).collect(),
             stages,
+            evidence_shares: shares.iter().map(ShareJson::of).collect(),
             warnings: warnings.to_vec(),
         },
     )

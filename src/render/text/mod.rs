@@ -493,15 +493,20 @@ pub fn app_sql(
         dsn.dialect.name(),
         &mapping.fingerprint[..12]
     )?;
-    let mut previous = "";
+    let mut previous = String::new();
     for s in statements {
-        if s.name == previous {
-            writeln!(w, "-- {} (continued)", s.name)?;
+        // With several counters an unread count is one counter's: named after the statement.
+        let name = match &s.counter {
+            Some(c) => format!("{} (counter {c})", s.name),
+            None => s.name.to_string(),
+        };
+        if name == previous {
+            writeln!(w, "-- {name} (continued)")?;
         } else {
-            writeln!(w, "\n-- {}: {}", s.name, s.when)?;
+            writeln!(w, "\n-- {name}: {}", s.when)?;
             writeln!(w, "-- prevents: {}", s.prevents)?;
         }
-        previous = s.name;
+        previous = name;
         if !s.binds.is_empty() {
             writeln!(w, "-- binds: {}", s.binds.join(", "))?;
         }

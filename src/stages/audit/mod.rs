@@ -35,7 +35,7 @@ mod tally;
 mod types;
 
 pub(crate) use batches::{batch_statement, bind_batch};
-pub use batches::{statements, statements_in};
+pub use batches::{statements, statements_every_counter, statements_in};
 pub use summary::write_metrics;
 
 use batches::audit_batches;

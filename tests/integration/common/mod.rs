@@ -407,3 +407,17 @@ pub fn two_small_conversations(first: impl Fn(i64) -> i64, unread: i64) -> Vec<S
     }
     sql
 }
+
+/// The mapping of a known system, `contrib/mappings/<system>/tidemark.toml` (issue 32): the
+/// file a DBA of that system starts from, tested here against its fixture in `tests/fixtures/`.
+pub fn known_mapping(system: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("contrib/mappings")
+        .join(system)
+        .join("tidemark.toml")
+}
+
+/// A file beside a known system's mapping in `contrib/mappings/<system>/` (Synapse's views).
+pub fn known_mapping_file(system: &str, file: &str) -> std::path::PathBuf {
+    known_mapping(system).with_file_name(file)
+}

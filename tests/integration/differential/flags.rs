@@ -136,7 +136,6 @@ pub fn world() -> impl Strategy<Value = World> {
                 read,
             );
         }
-        crate::read_flags::without_memberless_conversations(&mut db);
         World { db, existing }
     })
 }
