@@ -58,9 +58,31 @@ pub const PER_MESSAGE_HEADER: [&str; 6] = [
     "class",
 ];
 
+/// Where a report's bytes go: its temporary file, or memory (a batch of a parallel audit,
+/// [`ReportWriter::in_memory`]).
+enum Out {
+    File(BufWriter<File>),
+    Memory(Vec<u8>),
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Out::File(f) => f.write(buf),
+            Out::Memory(m) => m.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::File(f) => f.flush(),
+            Out::Memory(_) => Ok(()),
+        }
+    }
+}
+
 /// Writes bytes through to a file while hashing them.
 struct HashingWriter {
-    inner: BufWriter<File>,
+    inner: Out,
     hash: Sha256,
 }
 
@@ -91,7 +113,9 @@ impl Drop for ReportWriter {
     fn drop(&mut self) {
         if let Some(csv) = self.csv.take() {
             drop(csv);
-            let _ = std::fs::remove_file(&self.tmp);
+            if !self.tmp.as_os_str().is_empty() {
+                let _ = std::fs::remove_file(&self.tmp);
+            }
         }
     }
 }
@@ -128,7 +152,7 @@ impl ReportWriter {
         let file = create_private(&tmp)
             .with_context(|| format!("creating the report {}", tmp.display()))?;
         let mut csv = csv::WriterBuilder::new().from_writer(HashingWriter {
-            inner: BufWriter::new(file),
+            inner: Out::File(BufWriter::new(file)),
             hash: Sha256::new(),
         });
         csv.write_record(header)?;
@@ -138,6 +162,55 @@ impl ReportWriter {
             dest: dest.to_path_buf(),
             mode,
         })
+    }
+
+    /// A report held in memory, without a header: the rows of one batch of a parallel audit
+    /// (`--jobs`, [`crate::stages::parallel`]), which [`ReportWriter::append_rows`] copies into
+    /// the run's report once every earlier batch is written. Formatted by the same CSV writer,
+    /// so the report is byte for byte that of `--jobs 1`.
+    pub fn in_memory() -> ReportWriter {
+        ReportWriter {
+            csv: Some(csv::WriterBuilder::new().from_writer(HashingWriter {
+                inner: Out::Memory(Vec::new()),
+                hash: Sha256::new(),
+            })),
+            tmp: PathBuf::new(),
+            dest: PathBuf::new(),
+            mode: None,
+        }
+    }
+
+    /// The rows an [`ReportWriter::in_memory`] report holds, as CSV bytes (empty for a report
+    /// on file).
+    ///
+    /// Errors: the rows cannot be flushed (never for memory).
+    pub fn into_rows(mut self) -> Result<Vec<u8>> {
+        let csv = self.csv.take().context("the report was already finished")?;
+        let writer = csv
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
+        Ok(match writer.inner {
+            Out::Memory(bytes) => bytes,
+            Out::File(_) => Vec::new(),
+        })
+    }
+
+    /// Appends rows formatted by an [`ReportWriter::in_memory`] report ([`Self::into_rows`]).
+    ///
+    /// Errors (exit 3): the report cannot be written.
+    pub fn append_rows(&mut self, rows: &[u8]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let csv = self.csv.take().context("the report was already finished")?;
+        // The CSV writer holds no state between records: a new one over the same file (and
+        // hash) goes on exactly where this one stopped.
+        let mut writer = csv
+            .into_inner()
+            .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
+        let written = writer.write_all(rows).context("writing the report");
+        self.csv = Some(csv::WriterBuilder::new().from_writer(writer));
+        written
     }
 
     /// Appends one row (cells already formatted; "" for NULL).
@@ -204,6 +277,9 @@ impl ReportWriter {
             .into_inner()
             .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;
         let HashingWriter { inner, hash } = writer;
+        let Out::File(inner) = inner else {
+            anyhow::bail!("a report in memory has no file");
+        };
         let file = inner
             .into_inner()
             .map_err(|e| anyhow::anyhow!("writing the report: {}", e.error()))?;

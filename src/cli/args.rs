@@ -164,6 +164,10 @@ pub struct BackfillArgs {
     /// (it runs the audit's statement after each batch: about one audit's time in all).
     #[arg(long)]
     pub skip_change_count: bool,
+    /// Batches at once, each on a connection of its own (N + 1 connections in all); the
+    /// checkpoint only passes batches finished in key order. SQLite: 1 only.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least::<usize>(1))]
+    pub jobs: usize,
     /// Run even when an evidence entry's values fit the messages' position space in under
     /// 90 % of a sample (without it: exit 2 naming the entry and its share, before anything
     /// is written, the dry run included); with it the share is not measured.
@@ -262,6 +266,10 @@ pub struct AuditArgs {
     /// Longest lock wait per statement.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub lock_timeout: humantime::Duration,
+    /// Batches at once, each on a connection of its own (N + 1 connections in all); the
+    /// report and the summary are those of --jobs 1, row for row. SQLite: 1 only.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least::<usize>(1))]
+    pub jobs: usize,
     /// Leave out conversations whose newest message is younger than this (e.g. "5m"): writes
     /// still in flight are not drift. Needs messages.created_at.
     #[arg(long, value_name = "DURATION")]

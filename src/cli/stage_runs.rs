@@ -15,6 +15,7 @@ use super::values::Format;
 use crate::db::Dsn;
 use crate::mapping::Mapping;
 use crate::render::{json, text};
+use crate::stages::parallel::Jobs;
 use crate::stages::{audit, backfill, expand, status};
 
 /// What a stage run needs beyond its arguments: where progress goes, and the flag Ctrl-C or
@@ -109,6 +110,7 @@ pub async fn backfill(
         count_changes: !args.skip_change_count,
         settle_time: args.settle_time.into(),
         accept_evidence_share: args.accept_evidence_share,
+        jobs: Jobs::new(args.jobs, dsn),
     };
     let summary = backfill::run(&mut conn, mapping, dsn.dialect, &opts).await?;
     let statements = if args.dry_run {
@@ -144,6 +146,14 @@ pub async fn audit(
     out: &mut (dyn Write + Send),
 ) -> Result<Ran> {
     let mut conn = dsn.connect().await?;
+    if args.read_database.is_some() && args.jobs > 1 {
+        // The workers of --jobs connect to --database; a replica's reads run on one connection.
+        return Err(crate::error::input_error(format!(
+            "--jobs {} cannot be used with --read-database: the replica's reads run on one \
+             connection (leave out --jobs, or audit on the primary with --jobs)",
+            args.jobs
+        )));
+    }
     let (mut replica_conn, replica) = match &args.read_database {
         Some(url) => {
             let read_dsn = Dsn::parse(url)
@@ -187,6 +197,7 @@ pub async fn audit(
         pause_between_batches: args.pause_between_batches.into(),
         pause_file: args.pause_file.clone(),
         replica,
+        jobs: Jobs::new(args.jobs, dsn),
     };
     if let Some(path) = &args.html {
         // Before the audit's work: a folder that does not exist is named now, not after it.

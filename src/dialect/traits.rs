@@ -241,6 +241,13 @@ pub trait Sessions: Sync {
     /// `tm_plan` that `backfill_write.sql` creates (run before it, for a batch that failed
     /// half-way, and after the commit).
     fn backfill_plan_drop_sql(&self) -> Option<&'static str>;
+
+    /// Why this engine runs a stage's batches one at a time, refusing `--jobs N` above 1
+    /// (exit 2, [`crate::stages::parallel::Jobs::check`]); None where N batches may run at
+    /// once on N connections (issue 30, "parallel batches on one big server").
+    fn parallel_batches_refused(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The runner lock: one tidemark per mapping and stage at a time (a PostgreSQL advisory lock, a

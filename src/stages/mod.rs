@@ -8,6 +8,7 @@ pub mod batch;
 pub mod contract;
 pub mod expand;
 pub mod keepalive;
+pub mod parallel;
 pub mod status;
 
 pub use batch::{bind_scope, next_batch, scope_params, Batch, BatchUnit, Key, MinAge, Scope};

@@ -66,6 +66,7 @@ mod grafana;
 mod house;
 mod html_report;
 mod inspect;
+mod jobs;
 mod json_output;
 mod key_types;
 mod least_privilege;

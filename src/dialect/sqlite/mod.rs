@@ -217,6 +217,21 @@ impl Sessions for Sqlite {
     fn backfill_plan_drop_sql(&self) -> Option<&'static str> {
         Some("DROP TABLE IF EXISTS temp.tm_plan")
     }
+
+    /// One writer per database file: a backfill's batches on several connections would take
+    /// turns at the write lock (each waiting on the others within `busy_timeout`), not run at
+    /// once. An audit only reads, but N overlapping read transactions leave the application's
+    /// writer no gap to commit in (rollback journal: a commit waits for every reader) or hold
+    /// the WAL back from its checkpoint; SQLite serves a single-file application, not the
+    /// "one big server" `--jobs` is for. Refused for both stages rather than capped in
+    /// silence.
+    fn parallel_batches_refused(&self) -> Option<&'static str> {
+        Some(
+            "SQLite has one writer per database file: batches on several connections would \
+             take turns at its lock, not run at once, and overlapping reads hold back the \
+             application's commits",
+        )
+    }
 }
 
 /// One file: no table is spread, so `expand` has nothing to colocate.

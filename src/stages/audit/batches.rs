@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::jobs;
 use super::rows::record_row;
 use super::tally::BatchTally;
 use super::types::{AuditSummary, BatchRun};
@@ -21,6 +22,7 @@ use crate::mapping::{Mapping, Shape};
 use crate::report::ReportWriter;
 use crate::stages::batch::{next_batch, Batch, BatchUnit, Key};
 use crate::stages::keepalive::Session;
+use crate::stages::parallel::Work;
 
 /// Runs the batches from `lo` (exclusive; None: from the start) until the scope is covered or
 /// `--run-time` is up, adding to `summary`; returns the final report's SHA-256, or None when
@@ -45,17 +47,7 @@ pub(super) async fn audit_batches(
     } = *run;
     let started = Instant::now();
     let partial = partial_path(&opts.report);
-    let mut report = if run.counters.len() > 1 {
-        // Several counters (issue 22): the shape's columns, then `counter`.
-        let mut header = match shape {
-            crate::mapping::Shape::ReadFlags => crate::report::READ_FLAGS_HEADER.to_vec(),
-            _ => crate::report::PER_MEMBER_HEADER.to_vec(),
-        };
-        header.push("counter");
-        ReportWriter::with_header(&opts.report, &header, opts.report_mode)?
-    } else {
-        ReportWriter::create(&opts.report, shape, opts.report_mode)?
-    };
+    let mut report = create_report(run)?;
     if lo.is_some() {
         // Rows of the earlier parts come first.
         if let Err(e) = report.append_rows_from(&partial) {
@@ -87,6 +79,12 @@ pub(super) async fn audit_batches(
     // The last conversation of the batch in flight, for the error of a failed batch.
     let mut hi: Option<Key> = None;
     let result: Result<()> = async {
+        if opts.jobs.parallel() {
+            let reader = Reader::new(run, summary);
+            let place = (&mut lo, &mut hi, &mut stopped, &mut stopped_by);
+            let sinks = (&mut *summary, &mut report, &mut progress, &mut session);
+            return jobs::batches(conns.primary(), (run, unit, started), &reader, place, sinks).await;
+        }
         let stop = opts.stop.as_deref();
         session
             .wait_while_file(
@@ -201,6 +199,57 @@ async fn throttle(
         .wait_while_file(conns.primary(), file, stop, progress)
         .await?;
     Ok(())
+}
+
+/// The run's report, its header written: the shape's columns, then `counter` for several
+/// counters (issue 22).
+///
+/// Errors: as [`ReportWriter::with_header`].
+fn create_report(run: &BatchRun<'_>) -> Result<ReportWriter> {
+    let opts = run.opts;
+    if run.counters.len() > 1 {
+        let mut header = match run.shape {
+            crate::mapping::Shape::ReadFlags => crate::report::READ_FLAGS_HEADER.to_vec(),
+            _ => crate::report::PER_MEMBER_HEADER.to_vec(),
+        };
+        header.push("counter");
+        ReportWriter::with_header(&opts.report, &header, opts.report_mode)
+    } else {
+        ReportWriter::create(&opts.report, run.shape, opts.report_mode)
+    }
+}
+
+/// One batch of a parallel audit (`--jobs`, [`jobs`]) on a worker connection: [`audit_batch`]
+/// into numbers of its own (from `empty`) and a report in memory.
+struct Reader<'r> {
+    run: &'r BatchRun<'r>,
+    empty: AuditSummary,
+}
+
+impl<'r> Reader<'r> {
+    /// The reader of `run`, counting each batch from an empty summary shaped as `summary`.
+    fn new(run: &'r BatchRun<'r>, summary: &AuditSummary) -> Reader<'r> {
+        let empty = jobs::empty_like(summary);
+        Reader { run, empty }
+    }
+}
+
+impl Work for Reader<'_> {
+    type Out = jobs::Part;
+
+    async fn run(&self, conn: &mut AnyConnection, batch: &mut Batch) -> Result<jobs::Part> {
+        let mut numbers = self.empty.clone();
+        let mut report = ReportWriter::in_memory();
+        let (checked, drifting) =
+            audit_batch(conn, self.run, batch, &mut numbers, &mut report).await?;
+        let rows = report.into_rows()?;
+        Ok(jobs::Part {
+            numbers,
+            rows,
+            checked,
+            drifting,
+        })
+    }
 }
 
 /// The error of an audit that stops in its next batch (the conversations after `lo` up to

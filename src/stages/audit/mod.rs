@@ -28,6 +28,7 @@ use crate::tables::LEDGER_TABLE;
 
 mod backfill_state;
 mod batches;
+mod jobs;
 mod min_age;
 mod rows;
 mod summary;
@@ -84,6 +85,7 @@ pub async fn run_reading(
 ) -> Result<AuditOutcome> {
     let started = Instant::now();
     check_options(opts)?;
+    opts.jobs.check(dialect)?;
     let collations = prepare(conns.reads(), mapping, dialect, opts).await?;
     if conns.has_replica() {
         crate::lock::set_lock_timeout(conns.primary(), dialect, opts.lock_timeout).await?;

@@ -12,6 +12,7 @@ use crate::ledger::records::{BackfillState, Checked};
 use crate::mapping::Shape;
 use crate::progress::Reporter;
 use crate::schema::KeyKind;
+use crate::stages::parallel::Jobs;
 use crate::stages::{Key, Scope};
 
 /// Options of an audit run.
@@ -78,6 +79,11 @@ pub struct AuditOptions {
     /// started, for the summary; None when they run on the primary. The connection itself is
     /// handed to [`super::run_reading`].
     pub replica: Option<crate::db::replica::ReplicaLag>,
+    /// `--jobs N`: N batches at once on N connections of their own
+    /// ([`crate::stages::parallel`]); the report and the summary are those of one job, row
+    /// for row (a batch's rows wait until every earlier batch is written). With
+    /// `--pause-between-batches` each connection rests after each of its batches.
+    pub jobs: Jobs,
 }
 
 impl Default for AuditOptions {
@@ -108,6 +114,7 @@ impl Default for AuditOptions {
             pause_between_batches: Duration::ZERO,
             pause_file: None,
             replica: None,
+            jobs: Jobs::one(),
         }
     }
 }

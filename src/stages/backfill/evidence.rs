@@ -142,8 +142,9 @@ pub(super) type CheckpointOf<'a> = &'a dyn Fn(&BackfillSummary) -> Result<serde_
 pub(super) struct Record<'a> {
     /// The ledger run the checkpoint belongs to.
     pub ledger_id: i64,
-    /// The checkpoint, from the counts including this batch.
-    pub checkpoint: CheckpointOf<'a>,
+    /// The checkpoint, from the counts including this batch; None with `--jobs` (the run's
+    /// own connection records it once every earlier batch is done).
+    pub checkpoint: Option<CheckpointOf<'a>>,
     /// Count the rows whose unread number changes (`--skip-change-count` turns it off).
     pub count_changes: bool,
 }
@@ -220,13 +221,10 @@ pub(super) async fn run_batch(
             summary.unread_changes += count_changes(conn, ctx, batch).await?;
             summary.counted_changes = true;
         }
-        crate::ledger::set_checkpoint(
-            conn,
-            dialect,
-            record.ledger_id,
-            &(record.checkpoint)(summary)?,
-        )
-        .await?;
+        if let Some(checkpoint) = record.checkpoint {
+            let checkpoint = checkpoint(summary)?;
+            crate::ledger::set_checkpoint(conn, dialect, record.ledger_id, &checkpoint).await?;
+        }
         Ok(())
     }
     .await;

@@ -4,8 +4,6 @@
 //! upsert per chunk of rows: a watermark never moves back (seed 000 §3).
 
 use anyhow::{Context, Result};
-use backon::{BackoffBuilder, ExponentialBuilder};
-use serde::{Deserialize, Serialize};
 use sqlx::AnyConnection;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stages::keepalive::Session;
+use crate::stages::parallel::Jobs;
 
 use super::{next_batch, BatchUnit, Key, Scope};
 use crate::dialect::{render, Dialect, RangeParams, SqlContext};
@@ -74,6 +73,9 @@ pub struct BackfillOptions {
     /// before anything is written, the dry run included); the share is then not measured
     /// at all (issue 29 row 18) and the summary says so.
     pub accept_evidence_share: bool,
+    /// `--jobs N`: N batches at once on N connections of their own ([`crate::stages::parallel`]);
+    /// the checkpoint advances over the batches finished in key order.
+    pub jobs: Jobs,
 }
 
 impl Default for BackfillOptions {
@@ -94,17 +96,9 @@ impl Default for BackfillOptions {
             count_changes: true,
             settle_time: DEFAULT_SETTLE_TIME,
             accept_evidence_share: false,
+            jobs: Jobs::one(),
         }
     }
-}
-
-/// The checkpoint stored in the ledger after every batch.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Checkpoint {
-    /// The last conversation of the last finished batch.
-    lo: Option<Key>,
-    /// Counts so far.
-    summary: BackfillSummary,
 }
 
 /// Runs the backfill, resuming an unfinished run of the same mapping unless `restart`. With
@@ -120,6 +114,7 @@ pub async fn run(
     dialect: Dialect,
     opts: &BackfillOptions,
 ) -> Result<BackfillSummary> {
+    opts.jobs.check(dialect)?;
     // Bound every lock wait first: even the preflight must not queue behind a long lock.
     lock::set_lock_timeout(conn, dialect, opts.lock_timeout).await?;
     for setting in dialect.sessions().audit_session() {
@@ -336,6 +331,11 @@ async fn run_batches(
     // The batch in flight (its last conversation) and why it stopped, for the error.
     let (mut hi, mut why): (Option<Key>, String) = (None, String::new());
     let result: Result<()> = async {
+        if opts.jobs.parallel() {
+            let run = parallel_run(ctx, mapping, opts, (conv_kind, settle, ledger_id, size));
+            let sinks = (&mut summary, &mut progress, &mut session);
+            return jobs::batches(conn, &run, (&mut lo, &mut hi, &mut why), sinks).await;
+        }
         loop {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
                 summary.interrupted = true;
@@ -383,7 +383,7 @@ async fn run_batches(
                     &mut attempt,
                     ledger_id.map(|ledger_id| Record {
                         ledger_id,
-                        checkpoint: &checkpoint as CheckpointOf<'_>,
+                        checkpoint: Some(&checkpoint as CheckpointOf<'_>),
                         count_changes: opts.count_changes,
                     }),
                 )
@@ -419,12 +419,7 @@ async fn run_batches(
             hi = None;
             session.heartbeat(conn).await;
             // Size the next batch to the time target.
-            let took = t0.elapsed();
-            if !opts.chunk_time.is_zero() && batch.rows > 0 {
-                let rate = batch.rows as f64 / took.as_secs_f64().max(0.001);
-                let want = (rate * opts.chunk_time.as_secs_f64()).round() as u64;
-                size = want.clamp(1, max).min(size.saturating_mul(2).max(1));
-            }
+            size = next_size(size, max, opts.chunk_time, batch.rows, t0.elapsed());
             // Throttle.
             if let Some(limit) = opts.max_rows_per_second.filter(|l| *l > 0.0) {
                 let done = summary.members - members_at_start;
@@ -451,6 +446,33 @@ async fn run_batches(
     let batch = summary.batches + 1;
     result.map_err(|e| stopped(e, ledger_id, batch, lo.as_ref(), hi.as_ref(), &why))?;
     Ok(summary)
+}
+
+/// The `--jobs` run of `opts` ([`jobs::batches`]) from the run's resolved state; `size`: the
+/// first batch's.
+fn parallel_run<'a>(
+    ctx: &'a SqlContext,
+    mapping: &'a Mapping,
+    opts: &'a BackfillOptions,
+    (conv_kind, settle, ledger_id, size): (KeyKind, &'a Settle, Option<i64>, u64),
+) -> jobs::Run<'a> {
+    jobs::Run {
+        ctx,
+        mapping,
+        settle,
+        conv_kind,
+        ledger_id,
+        count_changes: opts.count_changes,
+        retries: opts.retries,
+        batch_size: (opts.batch_size.max(1), size),
+        chunk_time: opts.chunk_time,
+        max_rows_per_second: opts.max_rows_per_second,
+        pause_file: opts.pause_file.as_deref(),
+        stop: opts.stop.as_deref(),
+        rest: opts.pause_between_batches,
+        jobs: &opts.jobs,
+        lock_timeout: opts.lock_timeout,
+    }
 }
 
 /// The error of a backfill that stops in batch `batch` (1-based, over all parts of the run)
@@ -483,17 +505,6 @@ fn stopped(
     e.context(format!(
         "{run} stopped in batch {batch}{range}{why}: {kept}"
     ))
-}
-
-/// The pauses before each retry of a batch that lost a lock wait: exponential from 200 ms to
-/// 10 s with jitter, `retries` of them.
-fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(200))
-        .with_max_delay(Duration::from_secs(10))
-        .with_max_times(retries)
-        .with_jitter()
-        .build()
 }
 
 async fn count_subjects(conn: &mut AnyConnection, ctx: &SqlContext) -> Result<u64> {
@@ -559,6 +570,7 @@ pub fn statements_in(mapping: &Mapping, ctx: &SqlContext) -> Result<Vec<(&'stati
 
 mod binds;
 mod evidence;
+mod jobs;
 mod summary;
 mod throttle;
 
@@ -581,5 +593,7 @@ fn start_summary(summary: &mut BackfillSummary, settle: &Settle, mapping: &Mappi
     }
 }
 
+use summary::Checkpoint;
 pub use summary::{BackfillSummary, FlagCounts};
 pub use throttle::throttle_delay;
+use throttle::{lock_wait_backoff, next_size};

@@ -4,6 +4,18 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use crate::stages::batch::Key;
+
+/// The checkpoint stored in the ledger after every batch (with `--jobs`, after every batch
+/// that ends the run of batches finished in key order).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Checkpoint {
+    /// The last conversation of the last finished batch.
+    pub lo: Option<Key>,
+    /// Counts so far.
+    pub summary: BackfillSummary,
+}
+
 /// What a backfill did (for a resumed run: all its parts together).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BackfillSummary {

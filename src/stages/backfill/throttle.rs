@@ -1,6 +1,37 @@
-//! The throttle of `--max-rows-per-second`, over active time (issue 13 row 1).
+//! The throttle of `--max-rows-per-second`, over active time (issue 13 row 1), and the
+//! backoff of a batch that lost a lock wait.
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use std::time::Duration;
+
+/// The pauses before each retry of a batch that lost a lock wait: exponential from 200 ms to
+/// 10 s with jitter, `retries` of them.
+pub(super) fn lock_wait_backoff(retries: usize) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(10))
+        .with_max_times(retries)
+        .with_jitter()
+        .build()
+}
+
+/// The size of the next batch under `--chunk-time` (`chunk_time`; zero keeps `size`): the
+/// rows the last batch (`rows` in `took`) would have done in that time, between 1 and `max`,
+/// and at most twice `size`.
+pub(super) fn next_size(
+    size: u64,
+    max: u64,
+    chunk_time: Duration,
+    rows: u64,
+    took: Duration,
+) -> u64 {
+    if chunk_time.is_zero() || rows == 0 {
+        return size;
+    }
+    let rate = rows as f64 / took.as_secs_f64().max(0.001);
+    let want = (rate * chunk_time.as_secs_f64()).round() as u64;
+    want.clamp(1, max).min(size.saturating_mul(2).max(1))
+}
 
 /// How long the throttle waits so that `rows` done in `active` time (wall time minus the time
 /// paused: pause file, lock backoff, `--pause-between-batches`) stay at or below `limit` rows
