@@ -619,9 +619,11 @@ fn every_template_exists_for_every_dialect() {
         .filter_map(|(name, _)| name.split_once('/').map(|(folder, _)| folder))
         .collect();
     for folder in &folders {
+        let parts_of = format!("{folder}.sql");
         assert!(
-            Dialect::ALL.iter().any(|d| d.name() == *folder),
-            "sql/{folder}/ is no dialect's folder"
+            Dialect::ALL.iter().any(|d| d.name() == *folder)
+                || TEMPLATES.iter().any(|(n, _)| *n == parts_of),
+            "sql/{folder}/ is no dialect's folder, nor the parts of a template sql/common/{folder}.sql"
         );
     }
     let every: BTreeSet<&str> = Dialect::ALL.iter().flat_map(|d| names_for(*d)).collect();
