@@ -12,7 +12,8 @@
     cast back to `uuid`, issue 29 row 14). -#}
 {% set new = "EXCLUDED.last_read_id > " ~ wm ~ ".last_read_id" %}
 {% import "macros.sql" as m %}
-{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none, usr=wm_user_k.val | replace("{v}", "tm_p.usr"), conv=wm_conv_k.val | replace("{v}", "tm_p.conv")) }}
+{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none,
+                    usr=wm_user_k.val | replace("{v}", "tm_p.usr"), conv=wm_conv_k.val | replace("{v}", "tm_p.conv")) }}
 ON CONFLICT (user_id, conversation_id) DO UPDATE
 SET updated_at = CASE WHEN {{ new }} THEN EXCLUDED.updated_at ELSE {{ wm }}.updated_at END,
 {% if writer == "backfill" %}

@@ -118,6 +118,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/backfill_plan.sql"),
     ),
     (
+        "backfill_plan/macros.sql",
+        include_str!("../../sql/common/backfill_plan/macros.sql"),
+    ),
+    (
+        "backfill_plan/choose.sql",
+        include_str!("../../sql/common/backfill_plan/choose.sql"),
+    ),
+    (
         "backfill_flags.sql",
         include_str!("../../sql/common/backfill_flags.sql"),
     ),
