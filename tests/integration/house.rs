@@ -1,5 +1,6 @@
 //! The shape of the source tree, checked (issue 20): no import circle between files, no engine
-//! branch outside the engine folder, no file above 700 lines, no function above 150, and the
+//! branch outside the engine folder, no file above 700 lines, no function above 150, no statement
+//! template (`sql/`) above 200 lines or with a line over 120 characters, and the
 //! README's "Where things are" naming only files that exist.
 //!
 //! The import graph is read from the text of `src/**/*.rs` (comments, strings and `#[cfg(test)]`
@@ -18,6 +19,10 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 700;
 /// The most lines a function may have (its signature to its closing brace).
 const MAX_FN_LINES: usize = 150;
+/// The most characters a line of a statement template (`sql/**/*.sql`) may have (issue 30).
+const MAX_SQL_LINE_CHARS: usize = 120;
+/// The most lines a statement template may have (issue 30: one readable file per form or part).
+const MAX_SQL_FILE_LINES: usize = 200;
 
 /// One source file of the library or the binary.
 struct Source {
@@ -656,6 +661,55 @@ fn files_and_functions_are_short() {
                 long.push(format!(
                     "{}:{start}: fn {name}: {len} lines (at most {MAX_FN_LINES})",
                     s.path
+                ));
+            }
+        }
+    }
+    assert!(long.is_empty(), "too long:\n{}", long.join("\n"));
+}
+
+/// Every statement template under `sql/` (issue 30, "SQL a DBA can read"): no line over
+/// [`MAX_SQL_LINE_CHARS`] characters, no file over [`MAX_SQL_FILE_LINES`] lines.
+#[test]
+fn sql_templates_are_short() {
+    let mut files = Vec::new();
+    let mut stack = vec![root().join("sql")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read sql/") {
+            let p = entry.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "sql") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        files.len() > 40,
+        "only {} templates under sql/",
+        files.len()
+    );
+    let mut long = Vec::new();
+    for p in &files {
+        let rel = p
+            .strip_prefix(root())
+            .expect("under root")
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("reading {rel}: {e}"));
+        let lines = text.lines().count();
+        if lines > MAX_SQL_FILE_LINES {
+            long.push(format!(
+                "{rel}: {lines} lines (at most {MAX_SQL_FILE_LINES})"
+            ));
+        }
+        for (i, line) in text.lines().enumerate() {
+            let chars = line.chars().count();
+            if chars > MAX_SQL_LINE_CHARS {
+                long.push(format!(
+                    "{rel}:{}: {chars} characters (at most {MAX_SQL_LINE_CHARS})",
+                    i + 1
                 ));
             }
         }
