@@ -96,7 +96,7 @@ SELECT {{ cv }} AS conv, {{ uv }} AS usr, {% if ctr.sum %}CAST(SUM({{ ctr.value 
     NULL). `row`: the members row's alias, or none for an unaliased members table. -#}
 {% macro join_pos(mem, msg, int, row) %}
   {% if mem.join %}{% if row %}{{ row }}.{% endif %}{{ mem.join }}
-  {% elif mem.join_time %}
+  {%- elif mem.join_time %}
     {% set r = row or mem.table %}
     {# The highest position of the member's conversation created at or before the join time. #}
 CASE WHEN {{ r }}.{{ mem.join_time }} IS NULL THEN NULL
@@ -116,11 +116,12 @@ CASE WHEN {{ r }}.{{ mem.join_time }} IS NULL THEN NULL
     spellings of EvidenceKind::as_str: an earlier backfill wrote it), else `application` (none,
     or the `app` the application's statement of earlier versions wrote: issue 25, row 5). -#}
 {% macro provenance(w) %}
-CASE WHEN {{ w }}.backfilled_id IS NULL
-     THEN CASE WHEN {{ w }}.source IN ('position', 'timestamp', 'counter', 'own_message') THEN {{ w }}.source
-               ELSE 'application' END
-     WHEN {{ w }}.last_read_id = {{ w }}.backfilled_id THEN {{ w }}.source
-     ELSE 'application' END
+{# Before V5 (no backfilled_id): the recorded source when it names an evidence kind. #}
+{% set recorded = "CASE WHEN " ~ w ~ ".source IN ('position', 'timestamp', 'counter', 'own_message')"
+   ~ " THEN " ~ w ~ ".source ELSE 'application' END" %}
+{# Since V5: the backfill's source while the value is the one the backfill wrote. #}
+{% set backfilled = "WHEN " ~ w ~ ".last_read_id = " ~ w ~ ".backfilled_id THEN " ~ w ~ ".source" %}
+CASE WHEN {{ w }}.backfilled_id IS NULL THEN {{ recorded }} {{ backfilled }} ELSE 'application' END
 {%- endmacro %}
 
 {#- The rows of a forward-only watermark write (each engine's upsert_watermarks.sql adds its own

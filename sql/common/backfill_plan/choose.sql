@@ -69,6 +69,5 @@ SELECT tm_c.conv AS conv, tm_c.usr AS usr, tm_c.ex AS ex, tm_c.act AS act,
             ELSE 0 END AS kept,
        tm_c.held AS held, tm_c.unrep AS unrep, tm_c.nopos AS nopos, tm_c.notime AS notime
 FROM tm_ch tm_c{% if kinds.read_flags %}
-
 )
 {% include "backfill_flags.sql" %}{% endif %}
