@@ -125,11 +125,11 @@ CASE WHEN {{ w }}.backfilled_id IS NULL THEN {{ recorded }} {{ backfilled }} ELS
 {%- endmacro %}
 
 {#- The rows of a forward-only watermark write (each engine's upsert_watermarks.sql adds its own
-    conflict clause): the application's (`writer` "application") the three columns it owns,
+    conflict clause): the application's (`from_plan` false) the three columns it owns,
     from its binds (`bind`: user, conversation, message); the backfill's its plan's rows
     (`source`) with their provenance, the evidence and the value written. -#}
-{% macro watermark_rows(wm, writer, source, bind, usr="tm_p.usr", conv="tm_p.conv") %}
-{% if writer == "application" %}
+{% macro watermark_rows(wm, from_plan, source, bind, usr="tm_p.usr", conv="tm_p.conv") %}
+{% if not from_plan %}
 INSERT INTO {{ wm }} (user_id, conversation_id, last_read_id)
 VALUES ({{ bind.user }}, {{ bind.conv }}, {{ bind.message }})
 {%- else %}

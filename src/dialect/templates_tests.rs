@@ -337,7 +337,7 @@ fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
                         policy => if side == "source" { "first" } else { "highest" },
                         source => "tm_plan",
                         // The watermark write: the backfill's, or the application's.
-                        writer => if side == "source" { "backfill" } else { "application" },
+                        from_plan => side == "source",
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
                         key_subject => (side == "source").then(|| dialect.quote("user_id")),
