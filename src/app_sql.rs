@@ -173,7 +173,7 @@ pub fn statements(mapping: &Mapping, dialect: Dialect, page: usize) -> Result<Ve
     );
     let extra = minijinja::context! {
         bind => binds(page.max(1)),
-        writer => "application",
+        from_plan => false,
         seq_table => dialect.quote(&seq),
         seq_index => dialect.quote(&seq_index),
         seq_msg_index => dialect.quote(&seq_msg_index),

@@ -7,8 +7,26 @@
     when the predicate reads them, as sql/common/macros.sql `own` does). With `members.join_time`
     (and `msg` given) the join position is the highest message position created at or before
     it (0 when none). -#}
-{% macro own(t, j, conv_col, user_col) %}{{ t }} this{% if j.conv %} LEFT JOIN {{ j.conv.table }} conv ON conv.{{ j.conv.key }} = this.{{ conv_col }}{% endif %}{% if j.usr %} LEFT JOIN {{ j.usr.table }} usr ON usr.{{ j.usr.key }} = this.{{ user_col }}{% endif %}{% endmacro %}
-{% macro members(mem, ctr, int, msg=none) %}{% if mem %}(SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr, {% if mem.join %}CAST(this.{{ mem.join }} AS {{ int }}){% elif mem.join_time and msg %}CASE WHEN this.{{ mem.join_time }} IS NULL THEN NULL ELSE (SELECT CAST(COALESCE(MAX(amj.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} amj WHERE amj.{{ msg.conv }} = this.{{ mem.conv }} AND amj.{{ msg.created_at }} <= this.{{ mem.join_time }}) END{% else %}CAST(NULL AS {{ int }}){% endif %} AS join_pos, CASE WHEN {% if mem.active %}({{ mem.active }}){% else %}1 = 1{% endif %} THEN 1 ELSE 0 END AS is_active FROM {{ own(mem.table, mem.joins, mem.conv, mem.user) }}){% else %}(SELECT {{ ctr.conv }} AS conv, {{ ctr.user }} AS usr, CAST(NULL AS {{ int }}) AS join_pos, 1 AS is_active FROM {{ ctr.table }}){% endif %}{% endmacro %}
+{% macro own(t, j, conv_col, user_col) %}{{ t }} this
+  {%- if j.conv %} LEFT JOIN {{ j.conv.table }} conv ON conv.{{ j.conv.key }} = this.{{ conv_col }}{% endif %}
+  {% if j.usr %} LEFT JOIN {{ j.usr.table }} usr ON usr.{{ j.usr.key }} = this.{{ user_col }}{% endif %}
+{% endmacro %}
+{% macro members(mem, ctr, int, msg=none) %}
+{% if mem %}
+(SELECT this.{{ mem.conv }} AS conv, this.{{ mem.user }} AS usr,
+  {% if mem.join %} CAST(this.{{ mem.join }} AS {{ int }})
+  {%- elif mem.join_time and msg %}
+ CASE WHEN this.{{ mem.join_time }} IS NULL THEN NULL
+      ELSE (SELECT CAST(COALESCE(MAX(amj.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} amj
+            WHERE amj.{{ msg.conv }} = this.{{ mem.conv }} AND amj.{{ msg.created_at }} <= this.{{ mem.join_time }}) END
+  {%- else %} CAST(NULL AS {{ int }}){% endif %} AS join_pos,
+ CASE WHEN {% if mem.active %}({{ mem.active }}){% else %}1 = 1{% endif %} THEN 1 ELSE 0 END AS is_active
+ FROM {{ own(mem.table, mem.joins, mem.conv, mem.user) }})
+{%- else %}
+(SELECT {{ ctr.conv }} AS conv, {{ ctr.user }} AS usr, CAST(NULL AS {{ int }}) AS join_pos, 1 AS is_active
+ FROM {{ ctr.table }})
+{%- endif %}
+{% endmacro %}
 
 {#- One member's unread messages in one conversation, stopped at 100 rows (seed 000 §5: the UI
     shows "99+"): countable messages after max(watermark, join position), not the member's own

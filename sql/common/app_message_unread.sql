@@ -6,9 +6,11 @@
     the page. -#}
 {% import "app_macros.sql" as a %}
 SELECT am.id AS message_id,
-       COUNT(CASE WHEN am.is_countable = 1 AND amb.usr IS NOT NULL AND COALESCE(aw.last_read_id, 0) < am.id THEN 1 END) AS unread_by
+       COUNT(CASE WHEN am.is_countable = 1 AND amb.usr IS NOT NULL AND COALESCE(aw.last_read_id, 0) < am.id
+                  THEN 1 END) AS unread_by
 FROM (SELECT this.{{ msg.id }} AS id, this.{{ msg.conv }} AS conv, this.{{ msg.sender }} AS sender,
-             CASE WHEN {% if msg.countable %}({{ msg.countable }}){% else %}1 = 1{% endif %} THEN 1 ELSE 0 END AS is_countable
+             CASE WHEN {% if msg.countable %}({{ msg.countable }}){% else %}1 = 1{% endif %}
+                  THEN 1 ELSE 0 END AS is_countable
       FROM {{ a.own(msg.table, msg.joins, msg.conv, msg.sender) }}
       WHERE this.{{ msg.conv }} = {{ bind.conv }}
         AND this.{{ msg.id }} IN ({% for m in bind.messages %}{{ m }}{{ ", " if not loop.last }}{% endfor %})) am

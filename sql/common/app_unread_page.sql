@@ -4,5 +4,6 @@
     of the page with the user. -#}
 {% import "app_macros.sql" as a %}
 {% for c in bind.conversations %}
-SELECT {{ loop.index }} AS page_position, ({{ a.capped(msg, mem, ctr, wm, int, c, bind.user) }}) AS unread{{ "\nUNION ALL" if not loop.last }}
+SELECT {{ loop.index }} AS page_position, ({{ a.capped(msg, mem, ctr, wm, int, c, bind.user) }}) AS unread
+{{- "\nUNION ALL" if not loop.last }}
 {% endfor %}

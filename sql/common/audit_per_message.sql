@@ -21,7 +21,8 @@
     own_after: 1 when the sender is an active member who joined before m, from the batch's
     members already read (tm_x: its active rows per member, any without a join position, the
     earliest join position), LEFT JOINed: not a correlated EXISTS over tm_d, which Citus cannot
-    run (a correlated subquery whose FROM holds a CTE, issue 21). Counts are exact, then clamped at cap+1 under `--cap` (seed 000 §5).
+    run (a correlated subquery whose FROM holds a CTE, issue 21). Counts are exact, then
+    clamped at cap+1 under `--cap` (seed 000 §5).
 
     Range placeholders: `range` on the messages, `range2` on the members, `range_wm` on the
     watermarks (the same batch): each table read by its own index range, never joined whole (a
@@ -34,25 +35,37 @@
     beside it (the audit_model property on the servers found it); with the same ORDER BY and
     an explicit frame every engine sums the partition. -#}
 {% set whole = "ORDER BY tm_s.pos, tm_s.kind ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING" %}
+{# A running sum of column `c` over the conversation, less the same over the row's sender:
+   the sum over the members but the sender (`w` the window's order and frame). #}
+{% macro others(c, w) %}
+SUM(tm_s.{{ c }}) OVER (PARTITION BY tm_s.conv {{ w }})
+ - SUM(tm_s.{{ c }}) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ w }})
+{%- endmacro %}
 {% set join_x = (mem.join or mem.join_time) and m.join_pos(mem, msg, int, "this") or none %}
+{# The batch's member rows with their watermarks (0 when none) and join positions. #}
 WITH tm_x AS (
   SELECT tm_y.conv AS conv, tm_y.usr AS usr, tm_y.is_active AS is_active, tm_y.join_pos AS join_pos,
          CAST(COALESCE(tm_w.last_read_id, 0) AS {{ int }}) AS wm
-  FROM (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv, {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
+  FROM (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv,
+               {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
                CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active,
                CAST({% if join_x %}{{ join_x }}{% else %}NULL{% endif %} AS {{ int }}) AS join_pos
         FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
         WHERE 1 = 1{{ m.range("this." ~ mem.conv, range2, mem.conv_k) }}) tm_y
-  LEFT JOIN (SELECT {{ m.out("tm_w0.conversation_id", wm_conv_k) }} AS conversation_id, {{ m.out("tm_w0.user_id", wm_user_k) }} AS user_id, tm_w0.last_read_id AS last_read_id
+  LEFT JOIN (SELECT {{ m.out("tm_w0.conversation_id", wm_conv_k) }} AS conversation_id,
+                    {{ m.out("tm_w0.user_id", wm_user_k) }} AS user_id, tm_w0.last_read_id AS last_read_id
              FROM {{ wm }} tm_w0
              WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm, wm_conv_k) }}) tm_w
          ON tm_w.user_id = tm_y.usr AND tm_w.conversation_id = tm_y.conv
 ),
+{# The batch's messages (kind 0) merged with each member at its watermark, at max(watermark,
+   join position) and at its join position (kind 1). #}
 tm_s1 AS (
   SELECT tm_b.conv AS conv, tm_b.pos AS pos, 0 AS kind, tm_b.sender AS sender,
          0 AS r, 0 AS o1, 0 AS o2, 0 AS t, 0 AS tj,
          tm_b.stored AS stored, tm_b.is_countable AS is_countable, tm_b.is_legacy AS is_legacy
-  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos,
+               {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
                CAST(this.{{ ctr.column }} AS {{ int }}) AS stored,
                CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS is_countable,
                CASE WHEN {{ m.pred(msg.legacy) }} THEN 1 ELSE 0 END AS is_legacy
@@ -68,7 +81,8 @@ tm_s1 AS (
   SELECT tm_x.conv,
          CASE WHEN tm_x.join_pos IS NOT NULL AND tm_x.join_pos > tm_x.wm THEN tm_x.join_pos ELSE tm_x.wm END,
          1, tm_x.usr,
-         tm_x.is_active, 0, CASE WHEN tm_x.is_active = 1 AND tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END, 0, 0,
+         tm_x.is_active, 0, CASE WHEN tm_x.is_active = 1 AND tm_x.join_pos IS NOT NULL THEN 1 ELSE 0 END,
+         0, 0,
          NULL, NULL, NULL
   FROM tm_x
 {% if join_x %}
@@ -78,15 +92,21 @@ tm_s1 AS (
   WHERE tm_x.join_pos IS NOT NULL
 {% endif %}
 ),
+{# At each message: recomputed (r), orphans and total readers, the members but the sender. #}
 tm_w1 AS (
   SELECT tm_s.conv, tm_s.pos, tm_s.kind, tm_s.sender, tm_s.stored, tm_s.is_countable, tm_s.is_legacy,
-         SUM(tm_s.r) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.r) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS r,
-         SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.o1) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }})
-           - SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv {{ win }}) + SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS orphans,
-         SUM(tm_s.t) OVER (PARTITION BY tm_s.conv {{ whole }}) - SUM(tm_s.t) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ whole }}){% if join_x %}
-           + SUM(tm_s.tj) OVER (PARTITION BY tm_s.conv {{ win }}) - SUM(tm_s.tj) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}){% endif %} AS total
+         {{ others("r", win) }} AS r,
+         {{ others("o1", win) }}
+           - SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv {{ win }})
+           + SUM(tm_s.o2) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS orphans,
+         {{ others("t", whole) }}
+{%- if join_x %}
+
+           + {{ others("tj", win) }}
+{%- endif %} AS total
   FROM tm_s1 tm_s
 ),
+{# The messages whose stored value drifts (capped alike), with their facts. #}
 tm_d AS (
   SELECT tm_v.conv, tm_v.pos, tm_v.sender, tm_v.stored, tm_v.recomputed, tm_v.orphans, tm_v.excluded_after,
          tm_v.total
@@ -106,7 +126,9 @@ SELECT COUNT(*) AS n FROM tm_d
 SELECT tm_r.conv AS conv, tm_r.pos AS pos, tm_r.stored AS stored,
        CAST({{ m.clamp("tm_r.recomputed", cap) }} AS {{ int }}) AS recomputed,
        CAST({{ m.clamp("tm_r.orphans", cap) }} AS {{ int }}) AS orphans,
-       CAST(CASE WHEN tm_own.conv IS NOT NULL{% if join_x %} AND (tm_own.no_join = 1 OR tm_own.first_join < tm_r.pos){% endif %} THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
+       CAST(CASE WHEN tm_own.conv IS NOT NULL
+  {%- if join_x %} AND (tm_own.no_join = 1 OR tm_own.first_join < tm_r.pos){% endif %}
+ THEN 1 ELSE 0 END AS {{ int }}) AS own_after,
        CAST({{ m.clamp("tm_r.excluded_after", cap) }} AS {{ int }}) AS excluded_after,
        CAST({{ m.clamp("tm_r.total", cap) }} AS {{ int }}) AS total_countable
 FROM tm_d tm_r

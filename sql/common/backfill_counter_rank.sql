@@ -49,8 +49,10 @@ tm_rq AS (
 ),
 tm_rank AS (
   SELECT tm_q.conv AS conv, tm_q.usr AS usr,
-         CAST(CASE WHEN tm_q.join_pos IS NULL OR tm_at.pos > tm_q.join_pos THEN tm_at.pos END AS {{ int }}) AS pos,
-         CAST(CASE WHEN tm_prev.pos IS NOT NULL AND (tm_q.join_pos IS NULL OR tm_prev.pos > tm_q.join_pos) THEN 1 ELSE 0 END AS {{ int }}) AS representable
+         CAST(CASE WHEN tm_q.join_pos IS NULL OR tm_at.pos > tm_q.join_pos THEN tm_at.pos END
+              AS {{ int }}) AS pos,
+         CAST(CASE WHEN tm_prev.pos IS NOT NULL AND (tm_q.join_pos IS NULL OR tm_prev.pos > tm_q.join_pos)
+                   THEN 1 ELSE 0 END AS {{ int }}) AS representable
   FROM tm_rq tm_q
   LEFT JOIN tm_rw tm_at ON tm_at.conv = tm_q.conv AND tm_at.r_all = tm_q.k + 1 + tm_q.q_k
   LEFT JOIN tm_rw tm_prev ON tm_prev.conv = tm_q.conv AND tm_prev.r_all = tm_q.k + tm_q.q_prev
@@ -83,22 +85,27 @@ tm_rm AS (
 ),
 tm_ra AS (
 {% for aud in ([1, 0] if msg.restricted else [1]) %}
-  {% if not loop.first %}UNION ALL {% endif %}SELECT tm_x.conv AS conv, tm_x.pos AS pos, tm_x.sender AS sender, {{ aud }} AS aud,
+  {% if not loop.first %}UNION ALL {% endif %}
+SELECT tm_x.conv AS conv, tm_x.pos AS pos, tm_x.sender AS sender, {{ aud }} AS aud,
          {% if msg.recipient %}CASE WHEN tm_x.rcp IS NULL THEN 1 ELSE 0 END{% else %}1{% endif %} AS g,
          {% if msg.recipient %}tm_x.rcp{% else %}CAST(NULL AS {{ int }}){% endif %} AS rcp
   FROM tm_rm tm_x
-  WHERE 1 = 1{% if aud == 0 %} AND (tm_x.rs = 0{% if msg.recipient %} OR tm_x.rcp IS NOT NULL{% endif %}){% endif %}{% if msg.recipient %} AND (tm_x.rcp IS NULL OR tm_x.sender IS NULL OR tm_x.sender <> tm_x.rcp){% endif %}
+  WHERE 1 = 1
+  {%- if aud == 0 %} AND (tm_x.rs = 0{% if msg.recipient %} OR tm_x.rcp IS NOT NULL{% endif %}){% endif %}
+  {% if msg.recipient %} AND (tm_x.rcp IS NULL OR tm_x.sender IS NULL OR tm_x.sender <> tm_x.rcp){% endif %}
 
 {% endfor %}
 ),
 tm_rw AS (
-  SELECT tm_a.conv AS conv, tm_a.pos AS pos, tm_a.sender AS sender, tm_a.aud AS aud, tm_a.g AS g, tm_a.rcp AS rcp,
+  SELECT tm_a.conv AS conv, tm_a.pos AS pos, tm_a.sender AS sender, tm_a.aud AS aud, tm_a.g AS g,
+         tm_a.rcp AS rcp,
          SUM(tm_a.g) OVER (PARTITION BY tm_a.conv, tm_a.aud {{ desc }}) AS r_all,
          SUM(tm_a.g) OVER (PARTITION BY tm_a.conv, tm_a.aud, tm_a.sender {{ desc }}) AS r_own
   FROM tm_ra tm_a
 ),
 tm_rc AS (
-  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos, {% if msg.restricted %}tm_s.adm{% else %}1{% endif %} AS aud,
+  SELECT tm_s.conv AS conv, tm_s.usr AS usr, tm_s.join_pos AS join_pos,
+         {% if msg.restricted %}tm_s.adm{% else %}1{% endif %} AS aud,
          CASE WHEN tm_kk.stored > 4611686018427387904 THEN 4611686018427387904 ELSE tm_kk.stored END AS k
   FROM tm_subj tm_s
   JOIN ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range, ctr.conv_k)) }}) tm_kk
@@ -136,10 +143,15 @@ tm_rq AS (
 ),
 tm_rank AS (
   SELECT tm_q.conv AS conv, tm_q.usr AS usr,
-         CAST(CASE WHEN tm_q.join_pos IS NULL OR COALESCE(tm_q.hit_k, tm_at.pos) > tm_q.join_pos THEN COALESCE(tm_q.hit_k, tm_at.pos) END AS {{ int }}) AS pos,
-         CAST(CASE WHEN COALESCE(tm_q.hit_prev, tm_prev.pos) IS NOT NULL AND (tm_q.join_pos IS NULL OR COALESCE(tm_q.hit_prev, tm_prev.pos) > tm_q.join_pos) THEN 1 ELSE 0 END AS {{ int }}) AS representable
+         CAST(CASE WHEN tm_q.join_pos IS NULL OR COALESCE(tm_q.hit_k, tm_at.pos) > tm_q.join_pos
+                   THEN COALESCE(tm_q.hit_k, tm_at.pos) END AS {{ int }}) AS pos,
+         CAST(CASE WHEN COALESCE(tm_q.hit_prev, tm_prev.pos) IS NOT NULL
+                    AND (tm_q.join_pos IS NULL OR COALESCE(tm_q.hit_prev, tm_prev.pos) > tm_q.join_pos)
+                   THEN 1 ELSE 0 END AS {{ int }}) AS representable
   FROM tm_rq tm_q
-  LEFT JOIN tm_rw tm_at ON tm_at.conv = tm_q.conv AND tm_at.aud = tm_q.aud AND tm_at.g = 1 AND tm_at.r_all = tm_q.k + 1 + tm_q.q_k
-  LEFT JOIN tm_rw tm_prev ON tm_prev.conv = tm_q.conv AND tm_prev.aud = tm_q.aud AND tm_prev.g = 1 AND tm_prev.r_all = tm_q.k + tm_q.q_prev
+  LEFT JOIN tm_rw tm_at ON tm_at.conv = tm_q.conv AND tm_at.aud = tm_q.aud AND tm_at.g = 1
+                       AND tm_at.r_all = tm_q.k + 1 + tm_q.q_k
+  LEFT JOIN tm_rw tm_prev ON tm_prev.conv = tm_q.conv AND tm_prev.aud = tm_q.aud AND tm_prev.g = 1
+                         AND tm_prev.r_all = tm_q.k + tm_q.q_prev
 )
 {% endmacro %}

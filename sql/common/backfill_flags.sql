@@ -13,11 +13,14 @@
     messages row `this` for `countable` as everywhere; one grouped pass, joined by member. -#}
 {% import "macros.sql" as m %}
 {% import "evidence_macros.sql" as evf %}
-{% set flagged = evidence | selectattr("kind", "equalto", "read_flags") | list %}
-{% if flagged %}
-{% set e = flagged[0] %}
+{# The first read_flags entry of the mapping, if any. #}
+{% set ns = namespace(e=none) %}
+{% for f in evidence %}{% if f.is.read_flags and ns.e is none %}{% set ns.e = f %}{% endif %}{% endfor %}
+{% if ns.e is not none %}
+{% set e = ns.e %}
 SELECT tm_q.conv AS conv, tm_q.usr AS usr, tm_q.ex AS ex, tm_q.act AS act, tm_q.v AS v,
-       tm_q.src AS src, tm_q.kept AS kept, tm_q.held AS held, tm_q.unrep AS unrep, tm_q.nopos AS nopos, tm_q.notime AS notime,
+       tm_q.src AS src, tm_q.kept AS kept, tm_q.held AS held, tm_q.unrep AS unrep, tm_q.nopos AS nopos,
+       tm_q.notime AS notime,
        CAST(COALESCE(tm_o.rd, 0) AS {{ int }}) AS oo_read,
        CAST(COALESCE(tm_o.ur, 0) AS {{ int }}) AS oo_unread
 FROM tm_pl tm_q
@@ -26,7 +29,8 @@ LEFT JOIN (SELECT tm_z.conv AS conv, tm_z.usr AS usr,
                             AND (tm_mm.sender IS NULL OR tm_mm.sender <> tm_z.usr) THEN 1 ELSE 0 END) AS rd,
                   SUM(CASE WHEN tm_fl.rd = 0 AND tm_mm.pos <= tm_z.t THEN 1 ELSE 0 END) AS ur
            FROM (SELECT tm_y.conv AS conv, tm_y.usr AS usr,
-                        CASE WHEN tm_j.join_pos IS NOT NULL AND tm_j.join_pos > tm_y.w THEN tm_j.join_pos ELSE tm_y.w END AS t
+                        CASE WHEN tm_j.join_pos IS NOT NULL AND tm_j.join_pos > tm_y.w THEN tm_j.join_pos
+                             ELSE tm_y.w END AS t
                  FROM (SELECT tm_w.conv AS conv, tm_w.usr AS usr,
                               CASE WHEN tm_w.v IS NULL THEN tm_w.ex
                                    WHEN tm_w.ex IS NULL OR tm_w.v > tm_w.ex THEN tm_w.v
@@ -34,13 +38,15 @@ LEFT JOIN (SELECT tm_z.conv AS conv, tm_z.usr AS usr,
                        FROM tm_pl tm_w) tm_y
                  JOIN tm_subj tm_j ON tm_j.conv = tm_y.conv AND tm_j.usr = tm_y.usr
                  WHERE tm_y.w IS NOT NULL) tm_z
-           JOIN (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos,
+           JOIN (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv,
+                        CAST(this.{{ msg.id }} AS {{ int }}) AS pos,
                         {{ m.out("this." ~ msg.sender, msg.sender_k) }} AS sender,
                         CASE WHEN {{ m.pred(msg.countable) }} THEN 1 ELSE 0 END AS c
                  FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
                  WHERE 1 = 1{{ m.range("this." ~ msg.conv, range, msg.conv_k) }}) tm_mm
              ON tm_mm.conv = tm_z.conv
-           JOIN (SELECT {{ m.out("this." ~ e.user, e.user_k) }} AS usr, CAST(this.{{ e.column }} AS {{ int }}) AS msg,{% if e.conv %} {{ m.out("this." ~ e.conv, msg.conv_k) }} AS conv,{% endif %}
+           JOIN (SELECT {{ m.out("this." ~ e.user, e.user_k) }} AS usr, CAST(this.{{ e.column }} AS {{ int }}) AS msg,
+                        {%- if e.conv %} {{ m.out("this." ~ e.conv, msg.conv_k) }} AS conv,{% endif %}
                         CASE WHEN ({{ e.read }}) THEN 1 ELSE 0 END AS rd
                  {{ evf.from(e) }}
                  WHERE 1 = 1{{ evf.filter(e) }}) tm_fl

@@ -7,6 +7,7 @@
 INSERT INTO tidemark_counter_archive
   (contract_id, audit_id, counter_table, counter_column, conversation_id, {{ subject_col }}, counter_value, archived_ms)
 SELECT CAST({{ p[0] }} AS {{ int }}), CAST({{ p[1] }} AS {{ int }}), {{ p[2] }}, {{ p[3] }},
-       {{ key_conv }}, {% if key_subject %}{{ key_subject }}{% else %}NULL{% endif %}, {{ ctr.column }}, CAST({{ p[4] }} AS {{ int }})
+       {{ key_conv }}, {% if key_subject %}{{ key_subject }}{% else %}NULL{% endif %}, {{ ctr.column }},
+       CAST({{ p[4] }} AS {{ int }})
 FROM {{ ctr.table }}
 WHERE 1 = 1{{ m.range(key_conv, range, ctr.conv_k) }}

@@ -39,7 +39,8 @@
     (counted by the tally). -#}
 {% macro position_join(e, i, range, int) %}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}
-LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(CASE WHEN {{ evf.value(e) }} >= 0 THEN {{ evf.value(e) }} END) AS {{ int }}) AS v,
+LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr,
+                  CAST(MAX(CASE WHEN {{ evf.value(e) }} >= 0 THEN {{ evf.value(e) }} END) AS {{ int }}) AS v,
                   CASE WHEN MAX({{ evf.value(e) }}) < 0 THEN 1 ELSE 0 END AS np
            {{ evf.from(e) }}
            WHERE 1 = 1{{ m.range("this." ~ e.conv, range, e.conv_k) }}{{ evf.filter(e) }}
@@ -64,15 +65,33 @@ LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, MAX({{ tv }}) AS t,
        ON tm_e{{ i }}.conv = tm_s.conv AND tm_e{{ i }}.usr = tm_s.usr
 {% endif %}
 {% endmacro %}
-{% macro timestamp_value(e, i, msg, int) %}{% if e.conv %}{% set t = "tm_e" ~ i ~ ".t" %}{% else %}{% set t = "(SELECT MAX(" ~ (e.time | replace("{v}", "this." ~ e.column)) ~ ") " ~ evf.from(e) ~ " WHERE " ~ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") ~ evf.filter(e) ~ ")" %}{% endif %}CASE WHEN {{ t }} IS NULL THEN NULL
+{#- The highest position of the member's conversation created at or before its latest
+    "read at" time `t` (the joined tm_e<i>.t, or, keyed by the user alone, the user's rows). -#}
+{% macro timestamp_value(e, i, msg, int) %}
+{% if e.conv %}
+  {% set t = "tm_e" ~ i ~ ".t" %}
+{% else %}
+  {% set t = "(SELECT MAX(" ~ (e.time | replace("{v}", "this." ~ e.column)) ~ ") " ~ evf.from(e)
+     ~ " WHERE " ~ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") ~ evf.filter(e) ~ ")" %}
+{% endif %}
+CASE WHEN {{ t }} IS NULL THEN NULL
             ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-                   WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_s.conv") }} AND {{ msg.time | replace("{v}", "tm_m." ~ msg.created_at) }} <= {{ t }})
-       END{% endmacro %}
+                   WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_s.conv") }}
+                     AND {{ msg.time | replace("{v}", "tm_m." ~ msg.created_at) }} <= {{ t }})
+       END
+{%- endmacro %}
 
 {#- 1 when the member's "read at" values are all no time (issue 29 rows 3 and 5: a zero
     date, a text that does not parse; the value is then NULL and the next source applies),
     else 0: the backfill counts such members (backfill_tally.sql `no_time`). -#}
-{% macro timestamp_notime(e, i) %}{% if e.conv %}COALESCE(tm_e{{ i }}.nt, 0){% else %}COALESCE((SELECT CASE WHEN COUNT(this.{{ e.column }}) > 0 AND COUNT({{ e.time | replace("{v}", "this." ~ e.column) }}) = 0 THEN 1 ELSE 0 END {{ evf.from(e) }} WHERE {{ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") }}{{ evf.filter(e) }}), 0){% endif %}{% endmacro %}
+{% macro timestamp_notime(e, i) %}
+{% if e.conv %}COALESCE(tm_e{{ i }}.nt, 0)
+{%- else %}
+COALESCE((SELECT CASE WHEN COUNT(this.{{ e.column }}) > 0
+                       AND COUNT({{ e.time | replace("{v}", "this." ~ e.column) }}) = 0 THEN 1 ELSE 0 END
+          {{ evf.from(e) }} WHERE {{ m.eq("this." ~ e.user, e.user_k, "tm_s.usr") }}{{ evf.filter(e) }}), 0)
+{%- endif %}
+{% endmacro %}
 
 {# ==== kind: counter ==== #}
 {% macro counter_join(e, i, range, ctr, int) %}
@@ -102,15 +121,21 @@ LEFT JOIN (SELECT {{ cv }} AS conv, {{ uv }} AS usr, CAST(MAX(tm_m.{{ msg.id }})
     (conversation, position) index, as timestamp evidence does; none unread: the
     conversation's greatest position (one grouped pass over the batch's messages). -#}
 {% macro read_flags_join(e, i, range, msg, int) %}
-{% set cv = m.out("tm_fm." ~ msg.conv, msg.conv_k) %}{% set uv = m.out("this." ~ e.user, e.user_k) %}{% set xv = m.out("tm_x." ~ msg.conv, msg.conv_k) %}
+{% set cv = m.out("tm_fm." ~ msg.conv, msg.conv_k) %}
+{% set uv = m.out("this." ~ e.user, e.user_k) %}
+{% set xv = m.out("tm_x." ~ msg.conv, msg.conv_k) %}
 LEFT JOIN (SELECT tm_g.conv AS conv, tm_g.usr AS usr,
                   CASE WHEN tm_g.lo IS NULL THEN tm_gx.v
-                       ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }}) FROM {{ msg.table }} tm_m
-                             WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_g.conv") }} AND tm_m.{{ msg.id }} < tm_g.lo)
+                       ELSE (SELECT CAST(COALESCE(MAX(tm_m.{{ msg.id }}), 0) AS {{ int }})
+                             FROM {{ msg.table }} tm_m
+                             WHERE {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_g.conv") }}
+                               AND tm_m.{{ msg.id }} < tm_g.lo)
                   END AS v
            FROM (SELECT {{ cv }} AS conv, {{ uv }} AS usr,
                         MIN(CASE WHEN ({{ e.read }}) THEN NULL ELSE CAST(tm_fm.{{ msg.id }} AS {{ int }}) END) AS lo
-                 {{ evf.from(e) }} JOIN {{ msg.table }} tm_fm ON tm_fm.{{ msg.id }} = this.{{ e.column }}{% if e.conv %} AND tm_fm.{{ msg.conv }} = this.{{ e.conv }}{% endif %}
+                 {{ evf.from(e) }}
+                 JOIN {{ msg.table }} tm_fm ON tm_fm.{{ msg.id }} = this.{{ e.column }}
+                   {%- if e.conv %} AND tm_fm.{{ msg.conv }} = this.{{ e.conv }}{% endif %}
                  WHERE 1 = 1{{ m.range("tm_fm." ~ msg.conv, range, msg.conv_k) }}{{ evf.filter(e) }}
                  GROUP BY {{ cv }}, {{ uv }}) tm_g
            LEFT JOIN (SELECT {{ xv }} AS conv, CAST(MAX(tm_x.{{ msg.id }}) AS {{ int }}) AS v
@@ -123,15 +148,23 @@ LEFT JOIN (SELECT tm_g.conv AS conv, tm_g.usr AS usr,
 {% macro read_flags_value(e, i) %}tm_e{{ i }}.v{% endmacro %}
 
 {# ==== dispatch: one arm per kind ==== #}
+{#- `e.is` says the entry's kind (SqlContext EvIdents: one flag per EvidenceKind). -#}
 {% macro join(e, i, range, msg, ctr, int) %}
-{% if e.kind == "position" %}{{ position_join(e, i, range, int) }}
-{% elif e.kind == "timestamp" %}{{ timestamp_join(e, i, range) }}
-{% elif e.kind == "counter" %}{{ counter_join(e, i, range, ctr, int) }}
-{% elif e.kind == "own_message" %}{{ own_message_join(e, i, range, msg, int) }}
-{% elif e.kind == "read_flags" %}{{ read_flags_join(e, i, range, msg, int) }}
+{% if e.is.position %}{{ position_join(e, i, range, int) }}
+{% elif e.is.timestamp %}{{ timestamp_join(e, i, range) }}
+{% elif e.is.counter %}{{ counter_join(e, i, range, ctr, int) }}
+{% elif e.is.own_message %}{{ own_message_join(e, i, range, msg, int) }}
+{% elif e.is.read_flags %}{{ read_flags_join(e, i, range, msg, int) }}
 {% endif %}
 {% endmacro %}
-{% macro value(e, i, msg, int) %}{% if e.kind == "position" %}{{ position_value(e, i) }}{% elif e.kind == "timestamp" %}{{ timestamp_value(e, i, msg, int) }}{% elif e.kind == "counter" %}{{ counter_value(e, i) }}{% elif e.kind == "own_message" %}{{ own_message_value(e, i) }}{% elif e.kind == "read_flags" %}{{ read_flags_value(e, i) }}{% endif %}{% endmacro %}
+{% macro value(e, i, msg, int) %}
+{% if e.is.position %}{{ position_value(e, i) }}
+{%- elif e.is.timestamp %}{{ timestamp_value(e, i, msg, int) }}
+{%- elif e.is.counter %}{{ counter_value(e, i) }}
+{%- elif e.is.own_message %}{{ own_message_value(e, i) }}
+{%- elif e.is.read_flags %}{{ read_flags_value(e, i) }}
+{%- endif %}
+{% endmacro %}
 
 {# ==== shared: the conversation's highest position ==== #}
 {% macro max_pos_join(range, msg, int) %}

@@ -9,11 +9,18 @@
     reads, and the lookup row its key names (a key that names no row is no evidence; with the
     lookup's `conversation`, a row of the same conversation only). Conversation and user keys
     are compared as macros.sql `eq` says (issue 25). -#}
-{% macro from(e) %}FROM {{ e.table }} this{% if e.joins.conv %} LEFT JOIN {{ e.joins.conv.table }} conv ON {{ m.eq("conv." ~ e.joins.conv.key, e.joins.conv.key_k, "this." ~ e.conv) }}{% endif %}{% if e.joins.usr %} LEFT JOIN {{ e.joins.usr.table }} usr ON {{ m.eq("usr." ~ e.joins.usr.key, e.joins.usr.key_k, "this." ~ e.user) }}{% endif %}{% if e.lookup %} JOIN {{ e.lookup.table }} lookup ON lookup.{{ e.lookup.key }} = this.{{ e.column }}{% if e.lookup.conv %} AND {{ m.eq("lookup." ~ e.lookup.conv, e.lookup.conv_k, "this." ~ e.conv) }}{% endif %}{% endif %}{% endmacro %}
+{% macro from(e) %}FROM {{ m.own(e.table, e.joins, e.conv, e.user) }}
+  {%- if e.lookup %} JOIN {{ e.lookup.table }} lookup ON lookup.{{ e.lookup.key }} = this.{{ e.column }}
+    {%- if e.lookup.conv %} AND {{ m.eq("lookup." ~ e.lookup.conv, e.lookup.conv_k, "this." ~ e.conv) -}}
+    {% endif %}
+  {%- endif %}
+{% endmacro %}
 
 {#- The entry's row filter as ` AND (…)`, or nothing. -#}
 {% macro filter(e) %}{% if e.filter %} AND ({{ e.filter }}){% endif %}{% endmacro %}
 
 {#- The value one evidence row gives: the looked-up position, or the column itself. -#}
-{% macro value(e) %}{% if e.lookup %}lookup.{{ e.lookup.position }}{% else %}this.{{ e.column }}{% endif %}{% endmacro %}
+{% macro value(e) %}
+  {% if e.lookup %}lookup.{{ e.lookup.position }}{% else %}this.{{ e.column }}{% endif %}
+{% endmacro %}
 

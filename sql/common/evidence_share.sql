@@ -43,14 +43,15 @@ JOIN tm_c ON tm_c.conv = tm_v.conv
 LEFT JOIN tm_n ON tm_n.conv = tm_v.conv
 {% else %}
 {% set cv = m.out("this." ~ e.conv, e.conv_k) %}
-{% if e.kind == "position" %}
+{% if e.is.position %}
 WITH tm_v AS (SELECT {{ cv }} AS conv, CAST({{ evf.value(e) }} AS {{ int }}) AS v
       {{ evf.from(e) }}
       WHERE {{ evf.value(e) }} >= 0{{ evf.filter(e) }}
       LIMIT {{ sample }}),
 tm_hit AS (SELECT DISTINCT tm_v.conv, tm_v.v
            FROM tm_v
-           JOIN {{ msg.table }} tm_m ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.id }} = tm_v.v)
+           JOIN {{ msg.table }} tm_m
+             ON {{ m.eq("tm_m." ~ msg.conv, msg.conv_k, "tm_v.conv") }} AND tm_m.{{ msg.id }} = tm_v.v)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
        CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR tm_hit.v IS NOT NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
 FROM tm_v LEFT JOIN tm_hit ON tm_hit.conv = tm_v.conv AND tm_hit.v = tm_v.v

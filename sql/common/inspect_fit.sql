@@ -17,13 +17,15 @@
       sampled conversations' rows). -#}
 {% if mode == "order" %}
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN tm_o.previous IS NULL OR tm_o.previous <= tm_o.created THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
+       CAST(COALESCE(SUM(CASE WHEN tm_o.previous IS NULL OR tm_o.previous <= tm_o.created THEN 1 ELSE 0 END), 0)
+            AS {{ int }}) AS fits
 FROM (SELECT tm_m.{{ mt_created }} AS created,
              LAG(tm_m.{{ mt_created }}) OVER (PARTITION BY tm_m.{{ mc }} ORDER BY tm_m.{{ mp }}) AS previous
       FROM {{ mt }} tm_m
       WHERE tm_m.{{ mp }} IS NOT NULL AND tm_m.{{ mt_created }} IS NOT NULL) tm_o
 {% else %}
-WITH tm_v AS (SELECT this.{{ ec }} AS conv, {% if mode == "time" %}this.{{ ev }}{% else %}CAST(this.{{ ev }} AS {{ int }}){% endif %} AS v
+WITH tm_v AS (SELECT this.{{ ec }} AS conv,
+                     {%- if mode == "time" %} this.{{ ev }}{% else %} CAST(this.{{ ev }} AS {{ int }}){% endif %} AS v
       FROM {{ et }} this
       WHERE this.{{ ev }} IS NOT NULL
       LIMIT {{ sample }}),
@@ -31,17 +33,21 @@ WITH tm_v AS (SELECT this.{{ ec }} AS conv, {% if mode == "time" %}this.{{ ev }}
 tm_k AS (SELECT DISTINCT tm_v.conv, tm_v.v
          FROM tm_v JOIN {{ mt }} tm_m ON tm_m.{{ mc }} = tm_v.conv AND tm_m.{{ mp }} = tm_v.v)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR tm_k.v IS NOT NULL THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
+       CAST(COALESCE(SUM(CASE WHEN tm_v.v = 0 OR tm_k.v IS NOT NULL THEN 1 ELSE 0 END), 0)
+            AS {{ int }}) AS fits
 FROM tm_v LEFT JOIN tm_k ON tm_k.conv = tm_v.conv AND tm_k.v = tm_v.v
 {% else %}
 tm_c AS (SELECT DISTINCT tm_v.conv FROM tm_v LIMIT {{ conversations }}),
-tm_k AS (SELECT tm_c.conv, {% if mode == "range" %}COUNT(*) AS n{% else %}MIN(tm_m.{{ mt_created }}) AS first_at{% endif %}
+tm_k AS (SELECT tm_c.conv,
+                {%- if mode == "range" %} COUNT(*) AS n{% else %} MIN(tm_m.{{ mt_created }}) AS first_at{% endif %}
 
          FROM tm_c
          JOIN {{ mt }} tm_m ON tm_m.{{ mc }} = tm_c.conv
          GROUP BY tm_c.conv)
 SELECT CAST(COUNT(*) AS {{ int }}) AS measured,
-       CAST(COALESCE(SUM(CASE WHEN {% if mode == "range" %}tm_v.v >= 0 AND tm_v.v <= COALESCE(tm_k.n, 0){% else %}tm_k.first_at <= tm_v.v{% endif %}
+       CAST(COALESCE(SUM(CASE WHEN
+                     {%- if mode == "range" %} tm_v.v >= 0 AND tm_v.v <= COALESCE(tm_k.n, 0)
+                     {%- else %} tm_k.first_at <= tm_v.v{% endif %}
 
                      THEN 1 ELSE 0 END), 0) AS {{ int }}) AS fits
 FROM tm_v

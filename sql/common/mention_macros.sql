@@ -18,15 +18,47 @@
     reader) and `k` (legacy-countable, countable, not own: what the legacy counter counted
     of a message kept from a reader not admitted), which the audit subtracts and adds per
     reader at the reader's threshold (its `adm`); `only` rows then carry `c` (1) and `rs`. -#}
-{% macro stream(m, msg, ctr, int, rng, only) %}{% set mn = ctr.mentions %}{% set own = "(this." ~ msg.sender ~ " IS NOT NULL AND " ~ m.out("this." ~ msg.sender, msg.sender_k) ~ " = " ~ m.out("tm_mn.usr", msg.sender_k) ~ ")" %}{% if msg.recipient %}{% set rcp = m.out("(" ~ msg.recipient ~ ")", msg.sender_k) %}{% set away = " AND NOT (" ~ rcp ~ " IS NOT NULL AND " ~ rcp ~ " <> " ~ m.out("tm_mn.usr", msg.sender_k) ~ ")" %}{% set hidden = " OR (" ~ rcp ~ " IS NOT NULL AND " ~ rcp ~ " <> " ~ m.out("tm_mn.usr", msg.sender_k) ~ ")" %}{% else %}{% set away = "" %}{% set hidden = "" %}{% endif %}SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos, {{ m.out("tm_mn.usr", msg.sender_k) }} AS sender{% if not only %},
+{% macro stream(m, msg, ctr, int, rng, only) %}
+{% set mn = ctr.mentions %}
+{% set reader = m.out("tm_mn.usr", msg.sender_k) %}
+{# The row's message is the mentioned reader's own. #}
+{% set own = "(this." ~ msg.sender ~ " IS NOT NULL AND " ~ m.out("this." ~ msg.sender, msg.sender_k) ~ " = "
+   ~ reader ~ ")" %}
+{% if msg.recipient %}
+  {# The message is addressed to another reader than the mentioned one. #}
+  {% set rcp = m.out("(" ~ msg.recipient ~ ")", msg.sender_k) %}
+  {% set elsewhere = "(" ~ rcp ~ " IS NOT NULL AND " ~ rcp ~ " <> " ~ reader ~ ")" %}
+  {% set away = " AND NOT " ~ elsewhere %}
+  {% set hidden = " OR " ~ elsewhere %}
+{% else %}
+  {% set away = "" %}
+  {% set hidden = "" %}
+{% endif %}
+SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id }} AS {{ int }}) AS pos,
+{{- " " ~ reader }} AS sender
+{%- if not only %},
                CASE WHEN {{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }} THEN 1 ELSE 0 END AS c,
                CASE WHEN {{ m.pred(msg.legacy) }} AND {{ own }}{{ away }} THEN 1 ELSE 0 END AS l,
-               CASE WHEN {{ m.pred(msg.legacy) }} AND (NOT COALESCE({{ m.pred(msg.countable) }}, FALSE){{ hidden }}) AND NOT {{ own }} THEN 1 ELSE 0 END AS x{% if msg.restricted %},
-               CASE WHEN {{ m.pred(msg.legacy) }} AND {{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }} THEN 1 ELSE 0 END AS k{% endif %}{% elif msg.restricted or msg.recipient %}, 1 AS c{% endif %}{% if msg.restricted %},
-               CASE WHEN {{ m.pred(msg.restricted) }}{% if msg.recipient %} AND NOT ({{ rcp }} IS NOT NULL AND {{ rcp }} = {{ m.out("tm_mn.usr", msg.sender_k) }}){% endif %} THEN 1 ELSE 0 END AS rs{% endif %}
+               CASE WHEN {{ m.pred(msg.legacy) }}
+                     AND (NOT COALESCE({{ m.pred(msg.countable) }}, FALSE){{ hidden }})
+                     AND NOT {{ own }} THEN 1 ELSE 0 END AS x
+  {%- if msg.restricted %},
+               CASE WHEN {{ m.pred(msg.legacy) }} AND {{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }}
+                    THEN 1 ELSE 0 END AS k
+  {%- endif %}
+{% elif msg.restricted or msg.recipient %}, 1 AS c{% endif %}
+{% if msg.restricted %},
+               CASE WHEN {{ m.pred(msg.restricted) }}
+  {%- if msg.recipient %} AND NOT ({{ rcp }} IS NOT NULL AND {{ rcp }} = {{ reader }}){% endif %}
+ THEN 1 ELSE 0 END AS rs
+{%- endif %}
+
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         {{ readers(mn, msg) }}
-        WHERE {% if only %}{{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }}{% else %}1 = 1{% endif %}{% if mn.predicate %} AND ({{ mn.predicate }}){% endif %}{{ m.range("this." ~ msg.conv, rng, msg.conv_k) }}{% endmacro %}
+        WHERE {% if only %}{{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }}{% else %}1 = 1{% endif %}
+        {%- if mn.predicate %} AND ({{ mn.predicate }}){% endif %}
+        {{- m.range("this." ~ msg.conv, rng, msg.conv_k) }}
+{%- endmacro %}
 
 {#- The (message, mentioned user) pairs as `tm_mn` (`usr`: the mentioned user), joined to the
     messages row `this`: the mentions table's distinct pairs on `mentions.message =
@@ -34,5 +66,16 @@
     reader of the message's conversation (the distinct (conversation, user) pairs of
     `[members]`, else of the counter table), its `[users]` row joined as `usr` when the
     predicate reads it; the caller's WHERE then keeps the pairs the predicate holds for. -#}
-{% macro readers(mn, msg) %}{% if mn.predicate %}JOIN (SELECT DISTINCT tm_m0.{{ mn.readers_conv }} AS conv, tm_m0.{{ mn.readers_user }} AS usr FROM {{ mn.readers }} tm_m0) tm_mn ON tm_mn.conv = this.{{ msg.conv }}{% if mn.usr %}
-        LEFT JOIN {{ mn.usr.table }} usr ON usr.{{ mn.usr.key }} = tm_mn.usr{% endif %}{% else %}JOIN (SELECT DISTINCT tm_m0.{{ mn.message }} AS msg, tm_m0.{{ mn.user }} AS usr FROM {{ mn.table }} tm_m0) tm_mn ON tm_mn.msg = this.{{ mn.key }}{% endif %}{% endmacro %}
+{% macro readers(mn, msg) %}
+  {% if mn.predicate %}
+JOIN (SELECT DISTINCT tm_m0.{{ mn.readers_conv }} AS conv, tm_m0.{{ mn.readers_user }} AS usr
+      FROM {{ mn.readers }} tm_m0) tm_mn ON tm_mn.conv = this.{{ msg.conv }}
+    {%- if mn.usr %}
+
+        LEFT JOIN {{ mn.usr.table }} usr ON usr.{{ mn.usr.key }} = tm_mn.usr
+    {%- endif %}
+  {% else %}
+JOIN (SELECT DISTINCT tm_m0.{{ mn.message }} AS msg, tm_m0.{{ mn.user }} AS usr
+      FROM {{ mn.table }} tm_m0) tm_mn ON tm_mn.msg = this.{{ mn.key }}
+  {%- endif %}
+{% endmacro %}

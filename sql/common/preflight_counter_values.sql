@@ -18,7 +18,8 @@
 {% import "macros.sql" as m %}
 SELECT CAST(tm_v.conv AS {{ text_type }}) AS conv, CAST(tm_v.sub AS {{ text_type }}) AS sub,
        CAST(tm_v.v AS {{ text_type }}) AS v
-FROM (SELECT this.{{ conv_col }} AS conv, {% if sub_col %}this.{{ sub_col }}{% else %}NULL{% endif %} AS sub, {% if grouped %}{{ wide_sum }}({{ value }}){% else %}{{ value }}{% endif %} AS v
+FROM (SELECT this.{{ conv_col }} AS conv, {% if sub_col %}this.{{ sub_col }}{% else %}NULL{% endif %} AS sub,
+             {% if grouped %}{{ wide_sum }}({{ value }}){% else %}{{ value }}{% endif %} AS v
       FROM {{ m.own(t, j, conv_col, user_col) }}
       WHERE {{ m.pred(keep) }}{% if grouped %}
       GROUP BY this.{{ conv_col }}{% if sub_col %}, this.{{ sub_col }}{% endif %}{% endif %}) tm_v

@@ -6,17 +6,17 @@
     VALUES(col) rather than a row alias: MariaDB has none (MySQL 8.0.20+ deprecates VALUES() in
     favour of the alias but still accepts it). MySQL applies the assignments left to right, so
     everything that compares with the old last_read_id comes before it changes. The backfill
-    (`writer` "backfill", `source`: its plan table) also writes the provenance: which evidence
+    (`from_plan` true, `source`: its plan table) also writes the provenance: which evidence
     (`source`) and the value it wrote (`backfilled_id`); both change only with the value
     (semantics.md: a write that does not advance a watermark changes nothing). The application
-    (`writer` "application", `bind`: user, conversation, message) writes the three columns it
+    (`from_plan` false, `bind`: user, conversation, message) writes the three columns it
     owns. -#}
 {% set new = "VALUES(last_read_id) > last_read_id" %}
 {% import "macros.sql" as m %}
-{{ m.watermark_rows(wm, writer, source if source is defined else none, bind if bind is defined else none) }}
+{{ m.watermark_rows(wm, from_plan, source if source is defined else none, bind if bind is defined else none) }}
 ON DUPLICATE KEY UPDATE
   updated_at = IF({{ new }}, CURRENT_TIMESTAMP(3), updated_at),
-{% if writer == "backfill" %}
+{% if from_plan %}
   source = IF({{ new }}, VALUES(source), source),
   backfilled_id = IF({{ new }}, VALUES(backfilled_id), backfilled_id),
 {% endif %}

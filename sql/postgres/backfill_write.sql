@@ -9,6 +9,6 @@ WITH tm_plan AS MATERIALIZED (
 {% include "backfill_plan.sql" %}
 ),
 tm_write AS (
-{% with source = "tm_plan", writer = "backfill" %}{% include "postgres/upsert_watermarks.sql" %}{% endwith %}
+{% with source = "tm_plan", from_plan = true %}{% include "postgres/upsert_watermarks.sql" %}{% endwith %}
 )
 {% with source = "tm_plan" %}{% include "backfill_tally.sql" %}{% endwith %}

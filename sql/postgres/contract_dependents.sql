@@ -41,7 +41,8 @@ SELECT CAST(CASE
        CAST(CASE
          WHEN d.classid = 'pg_rewrite'::regclass THEN vn.nspname || '.' || v.relname
          WHEN d.classid = 'pg_class'::regclass THEN oname.nspname || '.' || o.relname
-         WHEN d.classid = 'pg_constraint'::regclass THEN k.conname || ' on ' || CAST(CAST(k.conrelid AS regclass) AS TEXT)
+         WHEN d.classid = 'pg_constraint'::regclass
+              THEN k.conname || ' on ' || CAST(CAST(k.conrelid AS regclass) AS TEXT)
          WHEN d.classid = 'pg_trigger'::regclass THEN t.tgname || ' on ' || CAST(CAST(t.tgrelid AS regclass) AS TEXT)
          ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END AS TEXT) AS name,
        CAST(CASE WHEN d.deptype = 'n' THEN 1 ELSE 0 END AS BIGINT) AS blocks,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::collation::KeyCompare;
 use super::handle::Dialect;
-use crate::mapping::{Combine, EvidenceKind, Mapping, RowRefs, Shape};
+use crate::mapping::{Combine, EvidenceKind, EvidencePolicy, Mapping, RowRefs, Shape};
 
 /// A mapping's identifiers, quoted for one dialect, as the templates see them.
 #[derive(Debug, Clone, Serialize)]
@@ -32,8 +32,14 @@ pub struct SqlContext {
     pub wm: String,
     /// Watermark table name unquoted (for index names).
     pub wm_name: String,
-    /// Shape: `per_member` or `per_message`.
+    /// Shape: `per_member`, `per_message` or `read_flags`.
     pub shape: Shape,
+    /// The shape as flags, for templates (`shape_is.read_flags`): exactly one is true.
+    pub shape_is: ShapeFlags,
+    /// Which evidence kinds the mapping lists (`kinds.counter`: at least one counter entry).
+    pub kinds: KindFlags,
+    /// The evidence policy is `highest` (else `first`: semantics.md "Backfill").
+    pub highest: bool,
     /// Whether batches are lists of conversation keys rather than ranges, because the key
     /// columns' collations differ (issue 25, [`SqlContext::with_key_compare`]).
     pub keyed: bool,
@@ -46,6 +52,69 @@ pub struct SqlContext {
     /// contract's targets ([`SqlContext::compare_of`]).
     #[serde(skip)]
     compares: BTreeMap<(String, String), KeyCompare>,
+}
+
+/// A shape as flags, so that templates test a boolean rather than match a spelling
+/// ([`SqlContext::shape_is`]; issue 30, "SQL a DBA can read").
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ShapeFlags {
+    /// Shape A, one counter per member.
+    pub per_member: bool,
+    /// Shape B, one counter per message.
+    pub per_message: bool,
+    /// Shape C, read flags per (member, message).
+    pub read_flags: bool,
+}
+
+impl ShapeFlags {
+    /// The flags of `shape`.
+    pub fn of(shape: Shape) -> ShapeFlags {
+        ShapeFlags {
+            per_member: shape == Shape::PerMember,
+            per_message: shape == Shape::PerMessage,
+            read_flags: shape == Shape::ReadFlags,
+        }
+    }
+}
+
+/// Evidence kinds as flags ([`EvidenceKind`]): for one entry ([`EvIdents::is`]) exactly one is
+/// true; for a mapping ([`SqlContext::kinds`]) each says whether it lists that kind.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct KindFlags {
+    /// `position`.
+    pub position: bool,
+    /// `timestamp`.
+    pub timestamp: bool,
+    /// `counter`.
+    pub counter: bool,
+    /// `own_message`.
+    pub own_message: bool,
+    /// `read_flags`.
+    pub read_flags: bool,
+}
+
+impl KindFlags {
+    /// The flags of one kind.
+    pub fn of(kind: EvidenceKind) -> KindFlags {
+        KindFlags {
+            position: kind == EvidenceKind::Position,
+            timestamp: kind == EvidenceKind::Timestamp,
+            counter: kind == EvidenceKind::Counter,
+            own_message: kind == EvidenceKind::OwnMessage,
+            read_flags: kind == EvidenceKind::ReadFlags,
+        }
+    }
+
+    /// The union of `self` and `other`.
+    fn or(self, other: KindFlags) -> KindFlags {
+        KindFlags {
+            position: self.position || other.position,
+            timestamp: self.timestamp || other.timestamp,
+            counter: self.counter || other.counter,
+            own_message: self.own_message || other.own_message,
+            read_flags: self.read_flags || other.read_flags,
+        }
+    }
 }
 
 /// Quoted `[messages]` identifiers and predicates.
@@ -188,7 +257,17 @@ pub struct MentionIdents {
 /// One quoted `[[evidence]]` entry (`conv` empty for a timestamp keyed by the user alone).
 #[derive(Debug, Clone, Serialize)]
 pub struct EvIdents {
+    /// The kind's name ([`EvidenceKind::as_str`]): the provenance a backfill records.
     pub kind: &'static str,
+    /// The kind as flags (`e.is.timestamp`).
+    pub is: KindFlags,
+    /// Whether the policy `highest` compares this entry's values with the others' (a
+    /// position, a timestamp or read flags; a counter only wins when none of them has a value,
+    /// an own message only raises the choice: semantics.md "Backfill").
+    pub ranked: bool,
+    /// Whether the settle guard can hold this entry's value back (every kind but `position`,
+    /// the application's own record: semantics.md "Backfill", settle time).
+    pub holds: bool,
     pub table: String,
     pub user: String,
     pub conv: String,
@@ -343,8 +422,17 @@ impl SqlContext {
                 .iter()
                 .map(|e| {
                     let src = e.source();
+                    let kind = e.kind();
                     EvIdents {
-                        kind: e.kind().as_str(),
+                        kind: kind.as_str(),
+                        is: KindFlags::of(kind),
+                        ranked: matches!(
+                            kind,
+                            EvidenceKind::Position
+                                | EvidenceKind::Timestamp
+                                | EvidenceKind::ReadFlags
+                        ),
+                        holds: kind != EvidenceKind::Position,
                         table: src.map(|s| q(&s.table)).unwrap_or_default(),
                         user: src.map(|s| q(&s.user)).unwrap_or_default(),
                         conv: src
@@ -381,6 +469,12 @@ impl SqlContext {
                 .unwrap_or_default()
                 .to_string(),
             shape: mapping.counter.shape,
+            shape_is: ShapeFlags::of(mapping.counter.shape),
+            kinds: mapping
+                .evidence
+                .iter()
+                .fold(KindFlags::default(), |k, e| k.or(KindFlags::of(e.kind()))),
+            highest: mapping.policy == EvidencePolicy::Highest,
             keyed: false,
             wm_conv_k: KeyCompare::default(),
             wm_user_k: KeyCompare::default(),

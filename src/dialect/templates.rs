@@ -1,5 +1,7 @@
 //! The statement templates: files under `sql/` compiled into the binary, rendered with
-//! minijinja. `sql/<dialect>/NAME` overrides `sql/common/NAME` for that engine.
+//! minijinja. `sql/<dialect>/NAME` overrides `sql/common/NAME` for that engine. A template too
+//! long to read in one file is split into parts under `sql/common/<template>/` (its
+//! `{% include %}`s and macro files), registered as `<template>/<part>.sql`: never rendered alone.
 
 use anyhow::{Context, Result};
 use minijinja::Environment;
@@ -34,6 +36,26 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "audit_per_member.sql",
         include_str!("../../sql/common/audit_per_member.sql"),
+    ),
+    (
+        "audit_per_member/streams.sql",
+        include_str!("../../sql/common/audit_per_member/streams.sql"),
+    ),
+    (
+        "audit_per_member/count.sql",
+        include_str!("../../sql/common/audit_per_member/count.sql"),
+    ),
+    (
+        "audit_per_member/facts.sql",
+        include_str!("../../sql/common/audit_per_member/facts.sql"),
+    ),
+    (
+        "audit_per_member/total.sql",
+        include_str!("../../sql/common/audit_per_member/total.sql"),
+    ),
+    (
+        "audit_per_member/read_flags.sql",
+        include_str!("../../sql/common/audit_per_member/read_flags.sql"),
     ),
     (
         "audit_per_message.sql",
@@ -94,6 +116,14 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "backfill_plan.sql",
         include_str!("../../sql/common/backfill_plan.sql"),
+    ),
+    (
+        "backfill_plan/macros.sql",
+        include_str!("../../sql/common/backfill_plan/macros.sql"),
+    ),
+    (
+        "backfill_plan/choose.sql",
+        include_str!("../../sql/common/backfill_plan/choose.sql"),
     ),
     (
         "backfill_flags.sql",

@@ -337,7 +337,7 @@ fn extras(dialect: Dialect, keyed: bool) -> Vec<(String, minijinja::Value)> {
                         policy => if side == "source" { "first" } else { "highest" },
                         source => "tm_plan",
                         // The watermark write: the backfill's, or the application's.
-                        writer => if side == "source" { "backfill" } else { "application" },
+                        from_plan => side == "source",
                         subject_col => "user_id",
                         key_conv => dialect.quote("conv_id"),
                         key_subject => (side == "source").then(|| dialect.quote("user_id")),
@@ -619,9 +619,11 @@ fn every_template_exists_for_every_dialect() {
         .filter_map(|(name, _)| name.split_once('/').map(|(folder, _)| folder))
         .collect();
     for folder in &folders {
+        let parts_of = format!("{folder}.sql");
         assert!(
-            Dialect::ALL.iter().any(|d| d.name() == *folder),
-            "sql/{folder}/ is no dialect's folder"
+            Dialect::ALL.iter().any(|d| d.name() == *folder)
+                || TEMPLATES.iter().any(|(n, _)| *n == parts_of),
+            "sql/{folder}/ is no dialect's folder, nor the parts of a template sql/common/{folder}.sql"
         );
     }
     let every: BTreeSet<&str> = Dialect::ALL.iter().flat_map(|d| names_for(*d)).collect();
@@ -652,4 +654,74 @@ fn migrations_have_the_same_versions_on_every_dialect() {
             dialect.name()
         );
     }
+}
+
+/// Issue 30: the flags the templates test instead of spellings say what the mapping says:
+/// each entry's `is` holds exactly its kind, `ranked` and `holds` follow semantics.md
+/// "Backfill" (a counter and an own message are never compared by value; a position is never
+/// held), `kinds` is the union of the entries', `shape_is` the shape and `highest` the policy.
+#[test]
+fn context_flags_match_the_mapping() {
+    use crate::mapping::{EvidenceKind, EvidencePolicy};
+    let mut policies = BTreeSet::new();
+    for (what, mapping) in mappings() {
+        let ctx = SqlContext::new(&mapping, Dialect::Postgres);
+        policies.insert(ctx.highest);
+        assert_eq!(
+            ctx.highest,
+            mapping.policy == EvidencePolicy::Highest,
+            "{what}"
+        );
+        let s = ctx.shape_is;
+        assert_eq!(
+            [s.per_member, s.per_message, s.read_flags],
+            [
+                mapping.counter.shape == Shape::PerMember,
+                mapping.counter.shape == Shape::PerMessage,
+                mapping.counter.shape == Shape::ReadFlags,
+            ],
+            "{what}"
+        );
+        let mut listed = BTreeSet::new();
+        for (e, m) in ctx.evidence.iter().zip(&mapping.evidence) {
+            let kind = m.kind();
+            listed.insert(kind.as_str());
+            let is = [
+                (e.is.position, EvidenceKind::Position),
+                (e.is.timestamp, EvidenceKind::Timestamp),
+                (e.is.counter, EvidenceKind::Counter),
+                (e.is.own_message, EvidenceKind::OwnMessage),
+                (e.is.read_flags, EvidenceKind::ReadFlags),
+            ];
+            let set: Vec<&str> = is
+                .iter()
+                .filter(|(f, _)| *f)
+                .map(|(_, k)| k.as_str())
+                .collect();
+            assert_eq!(set, vec![kind.as_str()], "{what}");
+            assert_eq!(e.kind, kind.as_str(), "{what}");
+            let ranked = !matches!(kind, EvidenceKind::Counter | EvidenceKind::OwnMessage);
+            assert_eq!(e.ranked, ranked, "{what}: {}", e.kind);
+            assert_eq!(
+                e.holds,
+                kind != EvidenceKind::Position,
+                "{what}: {}",
+                e.kind
+            );
+        }
+        let k = ctx.kinds;
+        let union: BTreeSet<&str> = [
+            (k.position, "position"),
+            (k.timestamp, "timestamp"),
+            (k.counter, "counter"),
+            (k.own_message, "own_message"),
+            (k.read_flags, "read_flags"),
+        ]
+        .into_iter()
+        .filter(|(f, _)| *f)
+        .map(|(_, n)| n)
+        .collect();
+        assert_eq!(union, listed, "{what}");
+    }
+    assert_eq!(policies.len(), 2, "the mappings cover both policies");
 }

@@ -99,7 +99,7 @@ pub(super) fn write_statements(
         ctx.dialect,
     )];
     if ctx.dialect.sessions().backfill_plan_drop_sql().is_some() {
-        let source = minijinja::context! { source => "tm_plan", writer => "backfill" };
+        let source = minijinja::context! { source => "tm_plan", from_plan => true };
         out.push(number(
             &render("upsert_watermarks.sql", ctx, source.clone())?,
             ctx.dialect,
