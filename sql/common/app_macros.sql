@@ -34,7 +34,19 @@
     counter (`ctr.mentions`, issue 32) counts only the messages that mention the member: a
     row of its mentions table, or its `mentioned` predicate over the message `this` and the
     member's `[users]` row `usr`. -#}
-{% macro mentioned(ctr, user) %}{% set mn = ctr.mentions %}{% if mn and mn.predicate %}{% if mn.usr %}EXISTS (SELECT 1 FROM {{ mn.usr.table }} usr WHERE usr.{{ mn.usr.key }} = {{ user }} AND ({{ mn.predicate }})){% else %}({{ mn.predicate }}){% endif %}{% elif mn %}EXISTS (SELECT 1 FROM {{ mn.table }} amn WHERE amn.{{ mn.message }} = this.{{ mn.key }} AND amn.{{ mn.user }} = {{ user }}){% endif %}{% endmacro %}
+{% macro mentioned(ctr, user) -%}
+{%- set mn = ctr.mentions -%}
+{%- if mn and mn.predicate -%}
+{%- if mn.usr -%}
+EXISTS (SELECT 1 FROM {{ mn.usr.table }} usr WHERE usr.{{ mn.usr.key }} = {{ user }} AND ({{ mn.predicate }}))
+{%- else -%}
+({{ mn.predicate }})
+{%- endif -%}
+{%- elif mn -%}
+EXISTS (SELECT 1 FROM {{ mn.table }} amn
+        WHERE amn.{{ mn.message }} = this.{{ mn.key }} AND amn.{{ mn.user }} = {{ user }})
+{%- endif -%}
+{%- endmacro %}
 {% macro capped(msg, mem, ctr, wm, int, conv, user) %}SELECT COUNT(*) FROM (
     SELECT 1 AS one FROM {{ own(msg.table, msg.joins, msg.conv, msg.sender) }}
     WHERE this.{{ msg.conv }} = {{ conv }}

@@ -83,7 +83,8 @@ pub(super) async fn audit_batches(
             let reader = Reader::new(run, summary);
             let place = (&mut lo, &mut hi, &mut stopped, &mut stopped_by);
             let sinks = (&mut *summary, &mut report, &mut progress, &mut session);
-            return jobs::batches(conns.primary(), (run, unit, started), &reader, place, sinks).await;
+            return jobs::batches(conns.primary(), (run, unit, started), &reader, place, sinks)
+                .await;
         }
         let stop = opts.stop.as_deref();
         session

@@ -8,9 +8,11 @@ use super::*;
 fn readme_shows_the_fixture() {
     let sql = readme_blocks("sql");
     assert_eq!(sql.len(), 1, "one sql block in the section");
-    let views =
-        std::fs::read_to_string(crate::common::known_mapping_file("synapse", "views.sqlite.sql"))
-            .unwrap();
+    let views = std::fs::read_to_string(crate::common::known_mapping_file(
+        "synapse",
+        "views.sqlite.sql",
+    ))
+    .unwrap();
     let trimmed = |v: Vec<String>| v.iter().map(|s| s.trim().to_string()).collect::<Vec<_>>();
     assert_eq!(
         trimmed(split_sql(&sql[0], "docs/src/synapse.md")),
