@@ -49,7 +49,6 @@
 //! the kernel cannot reset the high-water mark of a running process.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
@@ -63,12 +62,26 @@ use tidemark::legacy_schema as scenario;
 use tidemark::mapping::Mapping;
 use tidemark::stages::{audit, backfill, expand};
 
+#[path = "pipeline/app.rs"]
+mod app;
+#[path = "pipeline/args.rs"]
+mod args;
+#[path = "pipeline/cli.rs"]
+mod cli;
+#[path = "pipeline/goal_table.rs"]
+mod goal_table;
+#[path = "pipeline/goals.rs"]
+mod goals;
 #[path = "pipeline/large.rs"]
 mod large;
 #[path = "pipeline/naive.rs"]
 mod naive;
 #[path = "pipeline/table.rs"]
 mod table;
+#[path = "pipeline/workload.rs"]
+mod workload;
+
+use args::{parse_args, Mode, PhaseArgs, Shapes, Suite};
 
 use large::ClientRun;
 use table::{mib, print_table, Figures};
@@ -136,17 +149,13 @@ fn proc_status_kib(field: &str) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Phase children.
 
-struct PhaseArgs {
-    phase: String,
-    job: String,
-    url: String,
-    members: u64,
-    seed: u64,
-    cap: Option<i64>,
-    report: Option<PathBuf>,
-    scale: f64,
-    /// `member` or `message`: the counter shape the audit phase reads (`--shape`).
-    shape: String,
+/// The backend a URL names (its scheme).
+fn backend_of(url: &str) -> Backend {
+    match url.split(':').next().unwrap_or_default() {
+        "postgres" | "postgresql" => Backend::Postgres,
+        "mysql" | "mariadb" => Backend::Mysql,
+        _ => Backend::Sqlite,
+    }
 }
 
 fn mapping() -> Result<Mapping> {
@@ -213,13 +222,23 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                     "drifting_rows": truth.drifting_rows(),
                 })
             }
+            "default" => {
+                let (members, messages, conversations) =
+                    workload::generate(&mut conn, backend_of(&args.url), args.scale).await?;
+                json!({ "members": members, "messages": messages, "conversations": conversations })
+            }
+            "app" => {
+                app::run(
+                    &args.url,
+                    args.app_rate,
+                    args.app_secs,
+                    args.stop_file.as_deref(),
+                )
+                .await?
+            }
             "large" => {
-                let backend = match args.url.split(':').next().unwrap_or_default() {
-                    "postgres" | "postgresql" => Backend::Postgres,
-                    "mysql" | "mariadb" => Backend::Mysql,
-                    _ => Backend::Sqlite,
-                };
-                let (members, messages) = large::generate(&mut conn, backend, args.scale).await?;
+                let (members, messages) =
+                    large::generate(&mut conn, backend_of(&args.url), args.scale).await?;
                 json!({ "members": members, "messages": messages, "counter_rows": members })
             }
             "naive" => naive::run(&mut conn, dialect, &args.job).await?,
@@ -263,11 +282,11 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                 let report = expand::run(&mut conn, &mapping()?, dialect, false).await?;
                 json!({ "applied": report.pending.len() })
             }
-            "backfill" | "backfill_position" => {
-                let mapping = if args.phase == "backfill" {
-                    mapping()?
-                } else {
+            "backfill" | "backfill_position" | "backfill_skip" => {
+                let mapping = if args.phase == "backfill_position" {
                     position_mapping()?
+                } else {
+                    mapping()?
                 };
                 let s = backfill::run(
                     &mut conn,
@@ -275,6 +294,7 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                     dialect,
                     &backfill::BackfillOptions {
                         quiet: true,
+                        count_changes: args.phase != "backfill_skip",
                         ..Default::default()
                     },
                 )
@@ -467,14 +487,6 @@ struct Run {
     shapes: Shapes,
     /// Seconds after which a reference audit is stopped (`--reference-limit`).
     reference_limit: f64,
-}
-
-/// The counter shapes the bench audits: per member (with the backfill jobs, the naive loops
-/// and the injected-drift check) and per message (seed 003).
-#[derive(Clone, Copy)]
-struct Shapes {
-    member: bool,
-    message: bool,
 }
 
 async fn bench_backend(run: Run, f: &mut Figures) -> Result<()> {
@@ -813,167 +825,6 @@ fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
     Ok(())
 }
 
-struct MainArgs {
-    members: u64,
-    analyze: bool,
-    seed: u64,
-    backends: Vec<Backend>,
-    workloads: Vec<&'static str>,
-    scale: f64,
-    reference: bool,
-    naive: bool,
-    growth: bool,
-    repeat: usize,
-    shapes: Shapes,
-    reference_limit: f64,
-}
-
-enum Mode {
-    Driver(MainArgs),
-    Phase(PhaseArgs),
-}
-
-fn parse_args() -> Result<Mode> {
-    let mut members = DEFAULT_MEMBERS;
-    let mut seed = DEFAULT_SEED;
-    let mut backends = Backend::ALL.to_vec();
-    let mut analyze = true;
-    let mut phase: Option<String> = None;
-    let mut url: Option<String> = None;
-    let mut cap: Option<i64> = None;
-    let mut report: Option<PathBuf> = None;
-    let mut workloads = vec!["standard", "large"];
-    let mut scale = 1.0f64;
-    let mut reference = true;
-    let mut naive = true;
-    let mut growth = false;
-    let mut repeat = 1usize;
-    let mut reference_limit = REFERENCE_LIMIT_SECS;
-    let mut job = String::new();
-    let mut shape = "member".to_string();
-    let mut shapes = Shapes {
-        member: true,
-        message: true,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let (key, inline) = match arg.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |what: &str| -> Result<String> {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| anyhow!("{what} needs a value"))
-        };
-        match key.as_str() {
-            // cargo bench passes --bench to harness = false targets.
-            "--bench" => {}
-            "--members" => {
-                members = value("--members")?
-                    .replace('_', "")
-                    .parse()
-                    .context("--members")?
-            }
-            "--seed" => seed = value("--seed")?.parse().context("--seed")?,
-            "--backends" => {
-                backends = value("--backends")?
-                    .split(',')
-                    .filter(|s| !s.trim().is_empty())
-                    .map(Backend::parse)
-                    .collect::<Result<_>>()?
-            }
-            "--no-analyze" => analyze = false,
-            "--no-reference" => reference = false,
-            "--no-loop" => naive = false,
-            "--growth" => growth = true,
-            "--repeat" => {
-                repeat = value("--repeat")?.parse().context("--repeat")?;
-                if repeat == 0 {
-                    bail!("--repeat must be at least 1");
-                }
-            }
-            "--reference-limit" => {
-                reference_limit = value("--reference-limit")?
-                    .parse()
-                    .context("--reference-limit")?;
-                if reference_limit.is_nan() || reference_limit <= 0.0 {
-                    bail!("--reference-limit must be a number of seconds above 0");
-                }
-            }
-            "--job" => job = value("--job")?,
-            "--shape" => shape = value("--shape")?,
-            "--shapes" => {
-                let list = value("--shapes")?;
-                shapes = Shapes {
-                    member: false,
-                    message: false,
-                };
-                for s in list.split(',') {
-                    match s.trim() {
-                        "member" => shapes.member = true,
-                        "message" => shapes.message = true,
-                        other => bail!("--shapes: unknown shape {other:?} (member, message)"),
-                    }
-                }
-            }
-            "--large-scale" => scale = value("--large-scale")?.parse().context("--large-scale")?,
-            "--workloads" => {
-                workloads = value("--workloads")?
-                    .split(',')
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|w| match w.trim() {
-                        "standard" => Ok("standard"),
-                        "large" => Ok("large"),
-                        other => Err(anyhow!("unknown workload {other:?}: standard or large")),
-                    })
-                    .collect::<Result<_>>()?
-            }
-            "--phase" => phase = Some(value("--phase")?),
-            "--url" => url = Some(value("--url")?),
-            "--cap" => cap = Some(value("--cap")?.parse().context("--cap")?),
-            "--report" => report = Some(PathBuf::from(value("--report")?)),
-            "-h" | "--help" => {
-                println!(
-                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth] [--repeat K] [--shapes member,message] [--reference-limit SECS]"
-                );
-                std::process::exit(0);
-            }
-            // Filters cargo may pass through (e.g. a bench name): ignored.
-            other if !other.starts_with('-') => {}
-            other => bail!("unknown argument {other:?}"),
-        }
-    }
-    Ok(match phase {
-        Some(phase) => Mode::Phase(PhaseArgs {
-            phase,
-            job,
-            url: url.ok_or_else(|| anyhow!("--phase needs --url"))?,
-            members,
-            seed,
-            cap,
-            report,
-            scale,
-            shape,
-        }),
-        None => Mode::Driver(MainArgs {
-            members,
-            analyze,
-            seed,
-            backends,
-            workloads,
-            scale,
-            reference,
-            naive,
-            growth,
-            repeat,
-            shapes,
-            reference_limit,
-        }),
-    })
-}
-
 fn main() -> ExitCode {
     let mode = match parse_args() {
         Ok(m) => m,
@@ -990,6 +841,25 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Mode::Driver(args) if args.suite == Suite::Goals => {
+            let settings = match goals::Settings::from_env() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("pipeline bench: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            let rows = goals::run_all(&args.backends, settings);
+            goal_table::print(&rows, settings);
+            let failed = rows
+                .iter()
+                .any(|f| f.error.is_some() || f.check.starts_with("MISMATCH"));
+            if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
         Mode::Driver(args) => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
