@@ -1,9 +1,13 @@
-//! Pipeline benchmark: generate → expand → backfill → audit → audit --cap 99 on every backend,
+//! Pipeline benchmark. By default (`--suite goals`) issue 30's tables: see [`goals`] (what runs,
+//! the `TIDEMARK_BENCH_*` variables) and [`goal_table`] (what prints). With `--suite classic`
+//! issue 11's tables, described below.
+//!
+//! Classic: generate → expand → backfill → audit → audit --cap 99 on every backend,
 //! with wall time, throughput and the peak memory of each phase, and a correctness check (the
 //! audit must find exactly the drift the generator injected).
 //!
 //! ```text
-//! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
+//! cargo bench --bench pipeline -- --suite classic [--members N] [--backends sqlite,postgres,mysql] [--seed S]
 //!     [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth]
 //!     [--repeat K] [--shapes member,message] [--reference-limit SECS]
 //! ```
