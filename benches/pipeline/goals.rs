@@ -102,6 +102,8 @@ pub struct SizeFigures {
     pub jobs_audit: JobsRow,
     /// The application's latencies: alone, during a backfill, during an audit (N only).
     pub app: [Option<Value>; 3],
+    /// Why the latency row is missing.
+    pub app_error: Option<String>,
     pub check: String,
     pub error: Option<String>,
 }
@@ -136,7 +138,7 @@ pub fn run_all(backends: &[Backend], settings: Settings) -> Vec<SizeFigures> {
                 });
                 if let Err(e) = result {
                     eprintln!("  error: {e:#}");
-                    f.error = Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
+                    f.error = Some(first_line(&e));
                 }
                 eprintln!("  done in {:.1} s", started.elapsed().as_secs_f64());
                 rows.push(f);
@@ -144,6 +146,11 @@ pub fn run_all(backends: &[Backend], settings: Settings) -> Vec<SizeFigures> {
         }
     }
     rows
+}
+
+/// The first line of an error with its causes.
+fn first_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").lines().next().unwrap_or("").to_string()
 }
 
 fn run_size(url: &str, backend: Backend, s: Settings, f: &mut SizeFigures) -> Result<()> {
@@ -210,7 +217,11 @@ fn run_size(url: &str, backend: Backend, s: Settings, f: &mut SizeFigures) -> Re
         .into_iter()
         .collect();
     f.audit = Some(audit);
-    jobs_rows(run, url, dir.path(), f)?;
+    if let Err(e) = jobs_rows(run, url, dir.path(), f) {
+        let note = Some(format!("error: {}", first_line(&e)));
+        f.jobs_backfill.note = note.clone();
+        f.jobs_audit.note = note;
+    }
     spawn_phase("message_counters", "msg counters", url, &[])?;
     let per_message = large::reference_audit_per_message();
     f.readers_ref = reference(run, url, "readers ref", &per_message, false, limit)?;
@@ -223,7 +234,12 @@ fn run_size(url: &str, backend: Backend, s: Settings, f: &mut SizeFigures) -> Re
         format!("MISMATCH: {}", problems.join("; "))
     };
     if f.factor == 1 {
-        f.app = app_rows(url, s, dir.path())?;
+        // A failure here (a lock wait the writers or the job gave up on) leaves the other
+        // figures standing.
+        match app_rows(url, s, dir.path()) {
+            Ok(app) => f.app = app,
+            Err(e) => f.app_error = Some(first_line(&e)),
+        }
     }
     Ok(())
 }
