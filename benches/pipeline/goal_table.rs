@@ -135,7 +135,6 @@ fn engine_table(engine: &'static str, rows: &[&SizeFigures], summary: &mut Summa
                 f.workload,
                 size_label(f)
             );
-            continue;
         }
         for (job, v, hand, hand_secs, stopped, goal) in job_rows(f) {
             let t = secs(v);
@@ -292,6 +291,10 @@ fn app_table(rows: &[SizeFigures], s: Settings) {
     println!();
     println!("| engine | workload | alone p50 / p99 | during backfill p50 / p99 | during audit p50 / p99 | transactions/s reached (alone, backfill, audit) | errors |");
     println!("|---|---|---:|---:|---:|---:|---:|");
+    for f in rows.iter().filter(|f| f.app_error.is_some()) {
+        let e = f.app_error.as_deref().unwrap_or_default();
+        println!("| {} | {} | ERROR: {e} | | | | |", f.backend, f.workload);
+    }
     for f in rows.iter().filter(|f| f.app.iter().any(Option::is_some)) {
         let lat = |v: &Option<Value>| match v {
             Some(v) => format!(
