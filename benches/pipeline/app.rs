@@ -119,10 +119,10 @@ async fn transaction(
             .bind(sender.clone())
             .execute(&mut *tx)
             .await?;
-        run_app(&mut *tx, &st.send_own, sender, *conv, id).await?;
+        run_app(&mut tx, &st.send_own, sender, *conv, id).await?;
     } else {
         let newest = next.load(Ordering::Relaxed) - 1;
-        run_app(&mut *tx, &st.mark_read, reader, *conv, newest).await?;
+        run_app(&mut tx, &st.mark_read, reader, *conv, newest).await?;
         sqlx::query(&st.reset)
             .bind(*conv)
             .bind(reader.clone())

@@ -58,18 +58,19 @@ fn size_label(f: &SizeFigures) -> String {
     )
 }
 
-/// The rows of one workload at one size: (job, tidemark result, hand form, hand seconds, hand
-/// stopped, goal index).
-fn job_rows(
-    f: &SizeFigures,
-) -> Vec<(
+/// One row of a workload at one size: (job, tidemark result, hand form, hand seconds, hand
+/// stopped, goal index into [`GOALS`]).
+type JobRow<'a> = (
     &'static str,
-    &Option<Value>,
+    &'a Option<Value>,
     String,
     Option<f64>,
     bool,
     usize,
-)> {
+);
+
+/// The rows of one workload at one size.
+fn job_rows(f: &SizeFigures) -> Vec<JobRow<'_>> {
     let upsert = f.upsert.map(|r| r.secs);
     let faster_audit = match (secs(&f.audit), f.correlated) {
         (Some(a), Some(c)) => Some(a.min(c.secs)),
