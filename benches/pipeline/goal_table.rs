@@ -286,7 +286,7 @@ fn jobs_table(rows: &[SizeFigures]) {
 fn app_table(rows: &[SizeFigures], s: Settings) {
     println!();
     println!(
-        "### application latency (4 writers, {} transactions/s in all, ms from the scheduled start)",
+        "### application latency (4 writers, {} transactions/s in all offered, ms per transaction)",
         s.app_rate
     );
     println!();
