@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::goals::{JobsRow, Settings, SizeFigures};
+use super::goals::{JobsRow, Settings, SizeFigures, NO_JOBS};
 use super::large::ClientRun;
 use super::table::{peak_mib, secs};
 
@@ -267,6 +267,16 @@ fn jobs_table(rows: &[SizeFigures]) {
     println!();
     println!("### `--jobs` (the tidemark binary, wall time and peak RSS)");
     println!();
+    let absent = |r: &JobsRow| r.note.as_deref() == Some(NO_JOBS);
+    if rows
+        .iter()
+        .all(|f| absent(&f.jobs_backfill) && absent(&f.jobs_audit))
+    {
+        println!(
+            "{NO_JOBS}: this tidemark binary has no `--jobs` option (`tidemark backfill --help`)."
+        );
+        return;
+    }
     println!("| engine | workload | size | command | --jobs 1 | --jobs 2 | --jobs 4 |");
     println!("|---|---|---|---|---:|---:|---:|");
     for f in rows.iter().filter(|f| f.error.is_none()) {

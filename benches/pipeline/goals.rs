@@ -74,6 +74,9 @@ pub fn full_scan_sql() -> &'static str {
     "SELECT (SELECT SUM(is_deleted + is_system) FROM messages), (SELECT SUM(active) FROM members)"
 }
 
+/// The `--jobs` cells when the binary has no such option.
+pub const NO_JOBS: &str = "n/a (no --jobs)";
+
 /// `--jobs N` runs of the binary: per N, the median run, or why there is none.
 #[derive(Default)]
 pub struct JobsRow {
@@ -266,7 +269,7 @@ fn jobs_rows(run: Run, url: &str, dir: &Path, f: &mut SizeFigures) -> Result<()>
         ("audit", &mut f.jobs_audit),
     ] {
         if !cli::has_jobs(command) {
-            row.note = Some("n/a (no --jobs)".into());
+            row.note = Some(NO_JOBS.into());
             continue;
         }
         for jobs in [1u32, 2, 4] {
