@@ -1,9 +1,13 @@
-//! Pipeline benchmark: generate → expand → backfill → audit → audit --cap 99 on every backend,
+//! Pipeline benchmark. By default (`--suite goals`) issue 30's tables: see [`goals`] (what runs,
+//! the `TIDEMARK_BENCH_*` variables) and [`goal_table`] (what prints). With `--suite classic`
+//! issue 11's tables, described below.
+//!
+//! Classic: generate → expand → backfill → audit → audit --cap 99 on every backend,
 //! with wall time, throughput and the peak memory of each phase, and a correctness check (the
 //! audit must find exactly the drift the generator injected).
 //!
 //! ```text
-//! cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S]
+//! cargo bench --bench pipeline -- --suite classic [--members N] [--backends sqlite,postgres,mysql] [--seed S]
 //!     [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth]
 //!     [--repeat K] [--shapes member,message] [--reference-limit SECS]
 //! ```
@@ -48,8 +52,6 @@
 //! `--phase NAME --url URL` argument), so the peak RSS (`VmHWM`) it reports is that phase's own:
 //! the kernel cannot reset the high-water mark of a running process.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
@@ -63,15 +65,31 @@ use tidemark::legacy_schema as scenario;
 use tidemark::mapping::Mapping;
 use tidemark::stages::{audit, backfill, expand};
 
+#[path = "pipeline/app.rs"]
+mod app;
+#[path = "pipeline/args.rs"]
+mod args;
+#[path = "pipeline/classic.rs"]
+mod classic;
+#[path = "pipeline/cli.rs"]
+mod cli;
+#[path = "pipeline/goal_table.rs"]
+mod goal_table;
+#[path = "pipeline/goals.rs"]
+mod goals;
 #[path = "pipeline/large.rs"]
 mod large;
 #[path = "pipeline/naive.rs"]
 mod naive;
 #[path = "pipeline/table.rs"]
 mod table;
+#[path = "pipeline/workload.rs"]
+mod workload;
+
+use args::{parse_args, Mode, PhaseArgs, Shapes, Suite};
 
 use large::ClientRun;
-use table::{mib, print_table, Figures};
+use table::mib;
 
 /// The prefix of the one result line a phase child prints on stdout.
 const RESULT_TAG: &str = "TIDEMARK_BENCH_RESULT ";
@@ -136,17 +154,13 @@ fn proc_status_kib(field: &str) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Phase children.
 
-struct PhaseArgs {
-    phase: String,
-    job: String,
-    url: String,
-    members: u64,
-    seed: u64,
-    cap: Option<i64>,
-    report: Option<PathBuf>,
-    scale: f64,
-    /// `member` or `message`: the counter shape the audit phase reads (`--shape`).
-    shape: String,
+/// The backend a URL names (its scheme).
+fn backend_of(url: &str) -> Backend {
+    match url.split(':').next().unwrap_or_default() {
+        "postgres" | "postgresql" => Backend::Postgres,
+        "mysql" | "mariadb" => Backend::Mysql,
+        _ => Backend::Sqlite,
+    }
 }
 
 fn mapping() -> Result<Mapping> {
@@ -213,13 +227,23 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                     "drifting_rows": truth.drifting_rows(),
                 })
             }
+            "default" => {
+                let (members, messages, conversations) =
+                    workload::generate(&mut conn, backend_of(&args.url), args.scale).await?;
+                json!({ "members": members, "messages": messages, "conversations": conversations })
+            }
+            "app" => {
+                app::run(
+                    &args.url,
+                    args.app_rate,
+                    args.app_secs,
+                    args.stop_file.as_deref(),
+                )
+                .await?
+            }
             "large" => {
-                let backend = match args.url.split(':').next().unwrap_or_default() {
-                    "postgres" | "postgresql" => Backend::Postgres,
-                    "mysql" | "mariadb" => Backend::Mysql,
-                    _ => Backend::Sqlite,
-                };
-                let (members, messages) = large::generate(&mut conn, backend, args.scale).await?;
+                let (members, messages) =
+                    large::generate(&mut conn, backend_of(&args.url), args.scale).await?;
                 json!({ "members": members, "messages": messages, "counter_rows": members })
             }
             "naive" => naive::run(&mut conn, dialect, &args.job).await?,
@@ -263,11 +287,11 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                 let report = expand::run(&mut conn, &mapping()?, dialect, false).await?;
                 json!({ "applied": report.pending.len() })
             }
-            "backfill" | "backfill_position" => {
-                let mapping = if args.phase == "backfill" {
-                    mapping()?
-                } else {
+            "backfill" | "backfill_position" | "backfill_skip" => {
+                let mapping = if args.phase == "backfill_position" {
                     position_mapping()?
+                } else {
+                    mapping()?
                 };
                 let s = backfill::run(
                     &mut conn,
@@ -275,6 +299,7 @@ fn run_phase(args: PhaseArgs) -> Result<()> {
                     dialect,
                     &backfill::BackfillOptions {
                         quiet: true,
+                        count_changes: args.phase != "backfill_skip",
                         ..Default::default()
                     },
                 )
@@ -423,33 +448,6 @@ impl BenchDb {
 // ---------------------------------------------------------------------------------------------
 // The driver.
 
-fn classes(v: &Value, key: &str) -> BTreeMap<String, u64> {
-    v.get(key)
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Differences between two per-class maps, as `class: got G, want W`.
-fn diff(got: &BTreeMap<String, u64>, want: &BTreeMap<String, u64>) -> Vec<String> {
-    let mut keys: Vec<&String> = got.keys().chain(want.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter_map(|k| {
-            let (g, w) = (
-                got.get(k).copied().unwrap_or(0),
-                want.get(k).copied().unwrap_or(0),
-            );
-            (g != w).then(|| format!("{k}: audit {g}, injected {w}"))
-        })
-        .collect()
-}
-
 /// One run of one workload on one backend.
 #[derive(Clone, Copy)]
 struct Run {
@@ -467,57 +465,6 @@ struct Run {
     shapes: Shapes,
     /// Seconds after which a reference audit is stopped (`--reference-limit`).
     reference_limit: f64,
-}
-
-/// The counter shapes the bench audits: per member (with the backfill jobs, the naive loops
-/// and the injected-drift check) and per message (seed 003).
-#[derive(Clone, Copy)]
-struct Shapes {
-    member: bool,
-    message: bool,
-}
-
-async fn bench_backend(run: Run, f: &mut Figures) -> Result<()> {
-    let db = BenchDb::create(run.backend).await?;
-    eprintln!(
-        "== {} ({}), workload {}, {} members, seed {}, large-scale {}",
-        run.backend.name(),
-        Dsn::parse(&db.url)?,
-        run.workload,
-        run.members,
-        run.seed,
-        run.scale
-    );
-    let result = run_phases(&db.url, run, f);
-    let dropped = db.drop_db().await;
-    result?;
-    dropped
-}
-
-/// Runs the naive loop of `job` in a child and reports its (maybe extrapolated) time.
-fn naive_loop(url: &str, job: &str) -> Result<Value> {
-    let v = spawn_phase(
-        "naive",
-        &format!("loop {job}"),
-        url,
-        &["--job".into(), job.into()],
-    )?;
-    eprintln!(
-        "  {:<12} {:>9.2} s   ({} of {} members{})",
-        format!("loop {job}"),
-        v["loop_secs"].as_f64().unwrap_or(0.0),
-        v["sampled"],
-        v["members"],
-        if v["extrapolated"].as_bool().unwrap_or(false) {
-            format!(
-                " in {:.1} s, extrapolated",
-                v["measured_secs"].as_f64().unwrap_or(0.0)
-            )
-        } else {
-            String::new()
-        }
-    );
-    Ok(v)
 }
 
 /// A reference statement that takes longer than this (seconds) runs once, not `--repeat`
@@ -609,371 +556,6 @@ fn rows_differ(reference: &Option<ClientRun>, audit: &Value, what: &str) -> Opti
     (got != r.rows).then(|| format!("{what}: audit {got} drifting rows, reference {}", r.rows))
 }
 
-fn run_phases(url: &str, run: Run, f: &mut Figures) -> Result<()> {
-    let gen = if run.workload == "large" {
-        spawn_phase(
-            "large",
-            "generate",
-            url,
-            &["--large-scale".into(), run.scale.to_string()],
-        )?
-    } else {
-        spawn_phase(
-            "generate",
-            "generate",
-            url,
-            &[
-                "--members".into(),
-                run.members.to_string(),
-                "--seed".into(),
-                run.seed.to_string(),
-            ],
-        )?
-    };
-    f.members = gen["members"].as_u64().unwrap_or(0);
-    f.messages = gen["messages"].as_u64().unwrap_or(0);
-    f.counter_rows = gen["counter_rows"].as_u64().unwrap_or(0);
-    let injected = (run.workload != "large").then(|| classes(&gen, "injected"));
-    f.generate = Some(gen);
-    if run.analyze {
-        spawn_phase("analyze", "analyze", url, &[])?;
-    }
-    spawn_phase("expand", "expand", url, &[])?;
-    let mut problems = Vec::new();
-    let dir = tempfile::tempdir()?;
-    let audit_args = |shape: &str, cap: Option<i64>| {
-        let mut a = vec![
-            "--shape".to_string(),
-            shape.to_string(),
-            "--report".to_string(),
-            dir.path()
-                .join(match cap {
-                    None => format!("drift-{shape}.csv"),
-                    Some(c) => format!("drift-{shape}-cap{c}.csv"),
-                })
-                .display()
-                .to_string(),
-        ];
-        if let Some(c) = cap {
-            a.push("--cap".into());
-            a.push(c.to_string());
-        }
-        a
-    };
-    if run.shapes.member {
-        f.ref_backfill = reference(
-            run,
-            url,
-            "ref backfill",
-            &large::reference_backfill(run.backend),
-            true,
-            None,
-        )?;
-        f.backfill_position = Some(median_phase(
-            run,
-            url,
-            "backfill_position",
-            "backfill pos",
-            &[],
-            true,
-        )?);
-        if run.naive {
-            spawn_phase("clear", "clear", url, &[])?;
-            f.loop_backfill = Some(naive_loop(url, "backfill")?);
-        }
-        let filled = median_phase(run, url, "backfill", "backfill", &[], true)?;
-        if injected.is_some() {
-            for key in ["no_evidence", "unrepresentable_counters"] {
-                let n = filled[key].as_u64().unwrap_or(0);
-                if n != 0 {
-                    problems.push(format!("backfill {key} = {n} (want 0)"));
-                }
-            }
-        }
-        f.backfill = Some(filled);
-    } else {
-        // The watermarks the per-message audit reads, written once.
-        spawn_phase("clear", "clear", url, &[])?;
-        spawn_phase("backfill", "backfill", url, &[])?;
-    }
-    if run.analyze {
-        spawn_phase("analyze", "analyze", url, &[])?;
-    }
-    if run.shapes.member {
-        f.ref_audit = reference(
-            run,
-            url,
-            "ref audit",
-            &large::reference_audit(),
-            false,
-            Some(run.reference_limit),
-        )?;
-        if run.naive {
-            f.loop_audit = Some(naive_loop(url, "audit")?);
-        }
-        let full = median_phase(
-            run,
-            url,
-            "audit",
-            "audit",
-            &audit_args("member", None),
-            false,
-        )?;
-        let got = classes(&full, "by_class");
-        if let Some(injected) = &injected {
-            problems.extend(diff(&got, injected));
-        }
-        problems.extend(rows_differ(&f.ref_audit, &full, "per member"));
-        let checked = full["rows_checked"].as_u64().unwrap_or(0);
-        if checked != f.counter_rows {
-            problems.push(format!(
-                "rows checked {checked}, counter rows {}",
-                f.counter_rows
-            ));
-        }
-        f.audit = Some(full);
-        let capped = median_phase(
-            run,
-            url,
-            "audit",
-            "audit cap99",
-            &audit_args("member", Some(99)),
-            false,
-        )?;
-        // Under a cap, counts above it compare as "99+", so rows whose stored and recomputed
-        // values both exceed the cap no longer drift: fewer rows than injected is expected there.
-        if let Some(injected) = &injected {
-            let cap_diff = diff(&classes(&capped, "by_class"), injected);
-            f.cap_note = if cap_diff.is_empty() {
-                "same classes as uncapped".to_string()
-            } else {
-                cap_diff.join("; ")
-            };
-            eprintln!("  cap99 vs injected: {}", f.cap_note);
-        }
-        f.audit_cap = Some(capped);
-    }
-    if run.shapes.message {
-        spawn_phase("message_counters", "msg counters", url, &[])?;
-        f.ref_audit_message = reference(
-            run,
-            url,
-            "ref audit msg",
-            &large::reference_audit_per_message(),
-            false,
-            Some(run.reference_limit),
-        )?;
-        let full = median_phase(
-            run,
-            url,
-            "audit",
-            "audit msg",
-            &audit_args("message", None),
-            false,
-        )?;
-        problems.extend(rows_differ(&f.ref_audit_message, &full, "per message"));
-        f.audit_message = Some(full);
-        f.audit_message_cap = Some(median_phase(
-            run,
-            url,
-            "audit",
-            "audit msg cap99",
-            &audit_args("message", Some(99)),
-            false,
-        )?);
-    }
-    let drifting = |v: &Option<Value>| {
-        v.as_ref()
-            .and_then(|v| v["drifting_rows"].as_u64())
-            .unwrap_or(0)
-    };
-    f.check = if !problems.is_empty() {
-        format!("MISMATCH: {}", problems.join("; "))
-    } else if let Some(injected) = injected.filter(|_| run.shapes.member) {
-        format!(
-            "ok ({} drifting rows = injected)",
-            injected.values().sum::<u64>()
-        )
-    } else if run.shapes.member {
-        // Nothing injected to compare with: the drift found, equal to the reference's rows.
-        format!("{} drifting rows", drifting(&f.audit))
-    } else {
-        String::new()
-    };
-    if f.ref_audit.is_some_and(|r| !r.stopped) && problems.is_empty() {
-        f.check.push_str(" = reference");
-    }
-    if run.shapes.message {
-        f.check_message = format!("{} drifting messages", drifting(&f.audit_message));
-        if f.ref_audit_message.is_some_and(|r| !r.stopped) && problems.is_empty() {
-            f.check_message.push_str(" = reference");
-        }
-    }
-    eprintln!("  check: {} {}", f.check, f.check_message);
-    Ok(())
-}
-
-struct MainArgs {
-    members: u64,
-    analyze: bool,
-    seed: u64,
-    backends: Vec<Backend>,
-    workloads: Vec<&'static str>,
-    scale: f64,
-    reference: bool,
-    naive: bool,
-    growth: bool,
-    repeat: usize,
-    shapes: Shapes,
-    reference_limit: f64,
-}
-
-enum Mode {
-    Driver(MainArgs),
-    Phase(PhaseArgs),
-}
-
-fn parse_args() -> Result<Mode> {
-    let mut members = DEFAULT_MEMBERS;
-    let mut seed = DEFAULT_SEED;
-    let mut backends = Backend::ALL.to_vec();
-    let mut analyze = true;
-    let mut phase: Option<String> = None;
-    let mut url: Option<String> = None;
-    let mut cap: Option<i64> = None;
-    let mut report: Option<PathBuf> = None;
-    let mut workloads = vec!["standard", "large"];
-    let mut scale = 1.0f64;
-    let mut reference = true;
-    let mut naive = true;
-    let mut growth = false;
-    let mut repeat = 1usize;
-    let mut reference_limit = REFERENCE_LIMIT_SECS;
-    let mut job = String::new();
-    let mut shape = "member".to_string();
-    let mut shapes = Shapes {
-        member: true,
-        message: true,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let (key, inline) = match arg.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |what: &str| -> Result<String> {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| anyhow!("{what} needs a value"))
-        };
-        match key.as_str() {
-            // cargo bench passes --bench to harness = false targets.
-            "--bench" => {}
-            "--members" => {
-                members = value("--members")?
-                    .replace('_', "")
-                    .parse()
-                    .context("--members")?
-            }
-            "--seed" => seed = value("--seed")?.parse().context("--seed")?,
-            "--backends" => {
-                backends = value("--backends")?
-                    .split(',')
-                    .filter(|s| !s.trim().is_empty())
-                    .map(Backend::parse)
-                    .collect::<Result<_>>()?
-            }
-            "--no-analyze" => analyze = false,
-            "--no-reference" => reference = false,
-            "--no-loop" => naive = false,
-            "--growth" => growth = true,
-            "--repeat" => {
-                repeat = value("--repeat")?.parse().context("--repeat")?;
-                if repeat == 0 {
-                    bail!("--repeat must be at least 1");
-                }
-            }
-            "--reference-limit" => {
-                reference_limit = value("--reference-limit")?
-                    .parse()
-                    .context("--reference-limit")?;
-                if reference_limit.is_nan() || reference_limit <= 0.0 {
-                    bail!("--reference-limit must be a number of seconds above 0");
-                }
-            }
-            "--job" => job = value("--job")?,
-            "--shape" => shape = value("--shape")?,
-            "--shapes" => {
-                let list = value("--shapes")?;
-                shapes = Shapes {
-                    member: false,
-                    message: false,
-                };
-                for s in list.split(',') {
-                    match s.trim() {
-                        "member" => shapes.member = true,
-                        "message" => shapes.message = true,
-                        other => bail!("--shapes: unknown shape {other:?} (member, message)"),
-                    }
-                }
-            }
-            "--large-scale" => scale = value("--large-scale")?.parse().context("--large-scale")?,
-            "--workloads" => {
-                workloads = value("--workloads")?
-                    .split(',')
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|w| match w.trim() {
-                        "standard" => Ok("standard"),
-                        "large" => Ok("large"),
-                        other => Err(anyhow!("unknown workload {other:?}: standard or large")),
-                    })
-                    .collect::<Result<_>>()?
-            }
-            "--phase" => phase = Some(value("--phase")?),
-            "--url" => url = Some(value("--url")?),
-            "--cap" => cap = Some(value("--cap")?.parse().context("--cap")?),
-            "--report" => report = Some(PathBuf::from(value("--report")?)),
-            "-h" | "--help" => {
-                println!(
-                    "cargo bench --bench pipeline -- [--members N] [--backends sqlite,postgres,mysql] [--seed S] [--no-analyze] [--workloads standard,large] [--large-scale F] [--no-reference] [--no-loop] [--growth] [--repeat K] [--shapes member,message] [--reference-limit SECS]"
-                );
-                std::process::exit(0);
-            }
-            // Filters cargo may pass through (e.g. a bench name): ignored.
-            other if !other.starts_with('-') => {}
-            other => bail!("unknown argument {other:?}"),
-        }
-    }
-    Ok(match phase {
-        Some(phase) => Mode::Phase(PhaseArgs {
-            phase,
-            job,
-            url: url.ok_or_else(|| anyhow!("--phase needs --url"))?,
-            members,
-            seed,
-            cap,
-            report,
-            scale,
-            shape,
-        }),
-        None => Mode::Driver(MainArgs {
-            members,
-            analyze,
-            seed,
-            backends,
-            workloads,
-            scale,
-            reference,
-            naive,
-            growth,
-            repeat,
-            shapes,
-            reference_limit,
-        }),
-    })
-}
-
 fn main() -> ExitCode {
     let mode = match parse_args() {
         Ok(m) => m,
@@ -990,61 +572,25 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Mode::Driver(args) => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a tokio runtime");
-            let mut rows = Vec::new();
-            let mut failed = false;
-            let factors: &[u64] = if args.growth { &[1, 4] } else { &[1] };
-            for backend in args.backends.iter().copied() {
-                for &workload in &args.workloads {
-                    for &factor in factors {
-                        let mut f = Figures {
-                            backend: backend.name(),
-                            workload,
-                            factor,
-                            ..Default::default()
-                        };
-                        let run = Run {
-                            backend,
-                            workload,
-                            members: args.members * factor,
-                            seed: args.seed,
-                            analyze: args.analyze,
-                            scale: args.scale * factor as f64,
-                            reference: args.reference,
-                            naive: args.naive,
-                            repeat: args.repeat,
-                            shapes: args.shapes,
-                            reference_limit: args.reference_limit,
-                        };
-                        let started = Instant::now();
-                        if let Err(e) = runtime.block_on(bench_backend(run, &mut f)) {
-                            eprintln!("  {}: error: {e:#}", backend.name());
-                            f.error =
-                                Some(format!("{e:#}").lines().next().unwrap_or("").to_string());
-                            failed = true;
-                        }
-                        if f.check.starts_with("MISMATCH") {
-                            failed = true;
-                        }
-                        eprintln!(
-                            "  {} {workload} done in {:.1} s",
-                            backend.name(),
-                            started.elapsed().as_secs_f64()
-                        );
-                        rows.push(f);
-                    }
+        Mode::Driver(args) if args.suite == Suite::Goals => {
+            let settings = match goals::Settings::from_env() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("pipeline bench: {e:#}");
+                    return ExitCode::from(2);
                 }
-            }
-            print_table(&rows);
+            };
+            let rows = goals::run_all(&args.backends, settings);
+            goal_table::print(&rows, settings);
+            let failed = rows
+                .iter()
+                .any(|f| f.error.is_some() || f.check.starts_with("MISMATCH"));
             if failed {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
             }
         }
+        Mode::Driver(args) => classic::run(args),
     }
 }

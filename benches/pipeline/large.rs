@@ -32,7 +32,7 @@ pub fn per_channel(scale: f64) -> (u64, u64) {
 }
 
 /// `a || b` in the backend's spelling (MariaDB reads `||` as OR).
-fn concat(backend: Backend, a: &str, b: &str) -> String {
+pub fn concat(backend: Backend, a: &str, b: &str) -> String {
     match backend {
         Backend::Mysql => format!("CONCAT({a}, {b})"),
         _ => format!("({a} || {b})"),
@@ -93,7 +93,7 @@ pub fn generate_sql(backend: Backend, scale: f64) -> Vec<String> {
     out
 }
 
-fn text_type(backend: Backend) -> &'static str {
+pub fn text_type(backend: Backend) -> &'static str {
     match backend {
         Backend::Mysql => "CHAR",
         _ => "TEXT",
