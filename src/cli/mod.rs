@@ -112,6 +112,7 @@ async fn run_backfill(args: BackfillArgs, out: &mut dyn Write) -> Result<Outcome
         count_changes: !args.skip_change_count,
         settle_time: args.settle_time.into(),
         accept_evidence_share: args.accept_evidence_share,
+        audit_form: args.audit_form,
     };
     let summary = backfill::run(&mut conn, &mapping, dsn.dialect, &opts).await?;
     let statements = if args.dry_run {
@@ -173,6 +174,7 @@ async fn run_audit(args: AuditArgs, out: &mut dyn Write) -> Result<Outcome> {
         stop: Some(stop_on_signal()),
         pause_between_batches: args.pause_between_batches.into(),
         pause_file: args.pause_file.clone(),
+        form: args.audit_form,
     };
     if let Some(path) = &args.html {
         // Before the audit's work: a folder that does not exist is named now, not after it.

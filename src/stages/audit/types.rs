@@ -74,6 +74,9 @@ pub struct AuditOptions {
     pub pause_between_batches: Duration,
     /// Throttle: wait before the next batch while this file exists (`--pause-file`).
     pub pause_file: Option<PathBuf>,
+    /// `--audit-form`: the form of the audit statement (issue 30; default: chosen per batch,
+    /// [`super::form::choose`]). Every form gives the same report.
+    pub form: super::form::AuditForm,
 }
 
 impl Default for AuditOptions {
@@ -103,6 +106,7 @@ impl Default for AuditOptions {
             stop: None,
             pause_between_batches: Duration::ZERO,
             pause_file: None,
+            form: super::form::AuditForm::Auto,
         }
     }
 }

@@ -74,6 +74,9 @@ pub struct BackfillOptions {
     /// before anything is written, the dry run included); the share is then not measured
     /// at all (issue 29 row 18) and the summary says so.
     pub accept_evidence_share: bool,
+    /// `--audit-form`: the form of the change count's audit statement (issue 30; default:
+    /// chosen per batch, [`crate::stages::audit::choose`]). Every form gives the same count.
+    pub audit_form: crate::stages::audit::AuditForm,
 }
 
 impl Default for BackfillOptions {
@@ -92,6 +95,7 @@ impl Default for BackfillOptions {
             retries: 5,
             stop: None,
             count_changes: true,
+            audit_form: crate::stages::audit::AuditForm::Auto,
             settle_time: DEFAULT_SETTLE_TIME,
             accept_evidence_share: false,
         }
@@ -385,6 +389,7 @@ async fn run_batches(
                         ledger_id,
                         checkpoint: &checkpoint as CheckpointOf<'_>,
                         count_changes: opts.count_changes,
+                        audit_form: opts.audit_form,
                     }),
                 )
                 .await;
