@@ -9,8 +9,8 @@ use super::contract::ContractArgs;
 use super::inspect::InspectArgs;
 use super::sql::SqlArgs;
 use super::values::{at_least, file_mode, parse_ratio, rate, Common, Format};
-use crate::stages::batch::DEFAULT_BATCH_SIZE;
 use crate::stages::audit::AuditForm;
+use crate::stages::batch::DEFAULT_BATCH_SIZE;
 
 /// Move a live chat database from unread counters to read watermarks, in stages:
 /// expand, backfill, audit (and later contract).

@@ -137,6 +137,14 @@ async fn all_scenarios(backend: Backend) {
     eprintln!("{}: {runs} scenario runs passed", backend.name());
 }
 
+/// The forms of the audit statement every case's audit runs in (the default, `Auto`, picks one
+/// of these per batch).
+const AUDIT_FORMS: [audit::AuditForm; 3] = [
+    audit::AuditForm::OnePass,
+    audit::AuditForm::Probe,
+    audit::AuditForm::Auto,
+];
+
 /// Conversation id shift between scenarios loaded into one database.
 const GROUP_OFFSET: i64 = 1000;
 
@@ -182,8 +190,10 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     };
 
     let mut problems = Vec::new();
+    // The change count in the one-pass form, then (the second run) in the index-probe form.
     let options = backfill::BackfillOptions {
         batch_size,
+        audit_form: audit::AuditForm::OnePass,
         ..Default::default()
     };
     let first_run = backfill::run(&mut conn, &mapping, dialect, &options)
@@ -228,10 +238,21 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
         }
     }
 
-    // A second backfill changes nothing (forward-only writes, seed 000 §3).
-    backfill::run(&mut conn, &mapping, dialect, &options)
+    // A second backfill changes nothing (forward-only writes, seed 000 §3), and counts the
+    // same changes in the other form of the audit statement (issue 30).
+    let options = backfill::BackfillOptions {
+        audit_form: audit::AuditForm::Probe,
+        ..options
+    };
+    let second_run = backfill::run(&mut conn, &mapping, dialect, &options)
         .await
         .context("second backfill")?;
+    if second_run.unread_changes != first_run.unread_changes {
+        problems.push(format!(
+            "change count: {} in the one-pass form, {} in the index-probe form",
+            first_run.unread_changes, second_run.unread_changes
+        ));
+    }
     let after_second = watermarks(&mut conn).await?;
     for (key, (id, _)) in &after_first {
         match after_second.get(key) {
@@ -246,100 +267,108 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
         }
     }
 
-    // (b) the report rows are exactly the expected drifting rows.
-    let dir = tempfile::tempdir()?;
-    let report = dir.path().join("drift.csv");
-    let outcome = audit::run(
-        &mut conn,
-        &mapping,
-        dialect,
-        &audit::AuditOptions {
-            cap: first.options.cap,
-            report: report.clone(),
-            batch_size,
-            ..Default::default()
-        },
-    )
-    .await
-    .context("audit")?;
-    let _ = conn.close().await;
+    // (b) the report rows are exactly the expected drifting rows, in every form of the audit
+    // statement (issue 30: the probe form where the mapping has one, else the one pass).
+    for form in AUDIT_FORMS {
+        let before = problems.len();
+        let dir = tempfile::tempdir()?;
+        let report = dir.path().join("drift.csv");
+        let outcome = audit::run(
+            &mut conn,
+            &mapping,
+            dialect,
+            &audit::AuditOptions {
+                cap: first.options.cap,
+                report: report.clone(),
+                batch_size,
+                form,
+                ..Default::default()
+            },
+        )
+        .await
+        .with_context(|| format!("audit ({form:?} form)"))?;
 
-    let mut expected: BTreeSet<AuditKey> = BTreeSet::new();
-    let mut want_classes: BTreeMap<&str, u64> = BTreeMap::new();
-    for (s, offset) in case {
-        for r in &s.expected.audit {
-            let subject = match (&r.user, r.message_id) {
-                (Some(u), _) => u.clone(),
-                (None, Some(m)) => m.to_string(),
-                (None, None) => String::new(),
-            };
-            expected.insert((
-                r.conv + offset,
-                subject,
-                r.stored,
-                r.recomputed,
-                r.drift,
-                r.class.clone(),
-            ));
-            *want_classes.entry(r.class.as_str()).or_default() += 1;
+        let mut expected: BTreeSet<AuditKey> = BTreeSet::new();
+        let mut want_classes: BTreeMap<&str, u64> = BTreeMap::new();
+        for (s, offset) in case {
+            for r in &s.expected.audit {
+                let subject = match (&r.user, r.message_id) {
+                    (Some(u), _) => u.clone(),
+                    (None, Some(m)) => m.to_string(),
+                    (None, None) => String::new(),
+                };
+                expected.insert((
+                    r.conv + offset,
+                    subject,
+                    r.stored,
+                    r.recomputed,
+                    r.drift,
+                    r.class.clone(),
+                ));
+                *want_classes.entry(r.class.as_str()).or_default() += 1;
+            }
         }
-    }
-    let actual = read_report(
-        &report,
-        first.is_per_message(),
-        &after_second,
-        &mut problems,
-    )?;
-    let actual_set: BTreeSet<AuditKey> = actual.iter().cloned().collect();
-    if actual_set.len() != actual.len() {
-        problems.push(format!("the report repeats a row: {actual:?}"));
-    }
-    for missing in expected.difference(&actual_set) {
-        problems.push(format!(
-            "{}report: missing expected row {}",
-            owner(missing.0),
-            show(missing)
-        ));
-    }
-    for extra in actual_set.difference(&expected) {
-        problems.push(format!(
-            "{}report: unexpected row {}",
-            owner(extra.0),
-            show(extra)
-        ));
-    }
-
-    // (c) the summary agrees.
-    let summary = &outcome.summary;
-    if batch_size == 1 && summary.batches < case.len() as u64 {
-        problems.push(format!(
-            "audit ran {} batches of 1 for {} scenarios' conversations",
-            summary.batches,
-            case.len()
-        ));
-    }
-    if summary.drifting_rows != expected.len() as u64 {
-        problems.push(format!(
-            "summary: drifting_rows = {}, expected {}",
-            summary.drifting_rows,
-            expected.len()
-        ));
-    }
-    if summary.rows_checked < summary.drifting_rows {
-        problems.push(format!(
-            "summary: rows_checked = {} < drifting_rows = {}",
-            summary.rows_checked, summary.drifting_rows
-        ));
-    }
-    for class in CLASSES {
-        let got = summary.by_class.get(class).copied().unwrap_or(0);
-        let want = want_classes.get(class).copied().unwrap_or(0);
-        if got != want {
+        let actual = read_report(
+            &report,
+            first.is_per_message(),
+            &after_second,
+            &mut problems,
+        )?;
+        let actual_set: BTreeSet<AuditKey> = actual.iter().cloned().collect();
+        if actual_set.len() != actual.len() {
+            problems.push(format!("the report repeats a row: {actual:?}"));
+        }
+        for missing in expected.difference(&actual_set) {
             problems.push(format!(
-                "summary: by_class[{class}] = {got}, expected {want}"
+                "{}report: missing expected row {}",
+                owner(missing.0),
+                show(missing)
             ));
         }
+        for extra in actual_set.difference(&expected) {
+            problems.push(format!(
+                "{}report: unexpected row {}",
+                owner(extra.0),
+                show(extra)
+            ));
+        }
+
+        // (c) the summary agrees.
+        let summary = &outcome.summary;
+        if batch_size == 1 && summary.batches < case.len() as u64 {
+            problems.push(format!(
+                "audit ran {} batches of 1 for {} scenarios' conversations",
+                summary.batches,
+                case.len()
+            ));
+        }
+        if summary.drifting_rows != expected.len() as u64 {
+            problems.push(format!(
+                "summary: drifting_rows = {}, expected {}",
+                summary.drifting_rows,
+                expected.len()
+            ));
+        }
+        if summary.rows_checked < summary.drifting_rows {
+            problems.push(format!(
+                "summary: rows_checked = {} < drifting_rows = {}",
+                summary.rows_checked, summary.drifting_rows
+            ));
+        }
+        for class in CLASSES {
+            let got = summary.by_class.get(class).copied().unwrap_or(0);
+            let want = want_classes.get(class).copied().unwrap_or(0);
+            if got != want {
+                problems.push(format!(
+                    "summary: by_class[{class}] = {got}, expected {want}"
+                ));
+            }
+        }
+        for p in &mut problems[before..] {
+            *p = format!("{form:?} form: {p}");
+        }
     }
+    let _ = conn.close().await;
     Ok(problems)
 }
 

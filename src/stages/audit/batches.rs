@@ -376,16 +376,16 @@ pub fn statements_in(
     };
     let copies = |form| {
         ranges(ctx, false, form, |n| {
-        if ctx.keyed {
-            shown(2 * n + 1)
-        } else {
-            crate::dialect::RangeParams {
-                lo: Some(dialect.placeholder(2 * n + 1)),
-                hi: Some(dialect.placeholder(2 * n + 2)),
-                ..Default::default()
+            if ctx.keyed {
+                shown(2 * n + 1)
+            } else {
+                crate::dialect::RangeParams {
+                    lo: Some(dialect.placeholder(2 * n + 1)),
+                    hi: Some(dialect.placeholder(2 * n + 2)),
+                    ..Default::default()
+                }
             }
-        }
-    })
+        })
     };
     let mut shown = vec![
         (

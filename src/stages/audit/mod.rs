@@ -36,8 +36,8 @@ mod tally;
 mod types;
 
 pub(crate) use batches::{batch_statement, bind_batch, rows_and_form};
-pub use form::{choose, probe_fits, AuditForm, BatchFigures, PROBE_PER_SORTED};
 pub use batches::{statements, statements_in};
+pub use form::{choose, probe_fits, AuditForm, BatchFigures, PROBE_PER_SORTED};
 pub use summary::write_metrics;
 
 use batches::audit_batches;
