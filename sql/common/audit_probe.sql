@@ -11,13 +11,16 @@
     and, for the drifting rows only:
       own_after       : the member's own legacy-countable messages after t
       excluded_after  : legacy-countable but not countable messages after t, not the member's own
-      total_countable : countable messages not the member's own after its join position (every
-                        one without a join position)
+      total_countable : countable messages not the member's own after its join position; without
+                        one, every one: the conversation's countable messages, counted once per
+                        (conversation, sender) for the drifting rows' conversations (`tm_tot`,
+                        read by `range2`), less the member's own
     A message whose sender is NULL (a deleted account) is nobody's own (scenario S12). Under
     `--cap` a count stops at cap+1 (seed 000 §5): the (cap+1)-th message found ends it.
 
     Range placeholders: `range` on the counter rows, `range_wm` on the watermarks, `range_mem` on
-    the members (when mapped); the messages are read per member by its conversation, not by range.
+    the members (when mapped), `range2` on the messages for `tm_tot` (not with `count_only`); the
+    probes read the messages per member by its conversation.
     `count_only`: only the number of drifting rows (the backfill's change count). -#}
 {% import "macros.sql" as m %}
 
@@ -72,7 +75,8 @@ WITH tm_t AS (
              WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm, wm_conv_k) }}) tm_w
          ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
-  LEFT JOIN (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv, {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
+  LEFT JOIN (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv,
+                    {{ m.out("this." ~ mem.user, mem.user_k) }} AS usr,
                     {{ m.join_pos(mem, msg, int, "this") }} AS join_pos,
                     CASE WHEN {{ m.pred(mem.active) }} THEN 1 ELSE 0 END AS is_active
              FROM {{ m.own(mem.table, mem.joins, mem.conv, mem.user) }}
@@ -100,6 +104,17 @@ tm_d AS {{ materialized }} (
          tm_c.is_member, tm_c.join_pos, tm_c.t1
   FROM tm_c
   WHERE tm_c.stored IS NULL OR {{ m.clamp("tm_c.stored", cap) }} <> tm_c.recomputed
+),
+tm_tot AS (
+  SELECT tm_m.conv AS conv, tm_m.sender AS sender, COUNT(*) AS n
+  FROM (SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, {{ sender }} AS sender
+        FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
+        WHERE {{ m.pred(msg.countable) }}{{ m.range("this." ~ msg.conv, range2, msg.conv_k) }}) tm_m
+  JOIN (SELECT DISTINCT tm_d.conv AS conv FROM tm_d WHERE tm_d.join_pos IS NULL) tm_dc ON tm_dc.conv = tm_m.conv
+  GROUP BY tm_m.conv, tm_m.sender
+),
+tm_all AS (
+  SELECT tm_tot.conv AS conv, SUM(tm_tot.n) AS n FROM tm_tot GROUP BY tm_tot.conv
 )
 SELECT tm_d.conv AS conv, tm_d.usr AS usr, tm_d.stored AS stored,
        CAST(tm_d.recomputed AS {{ int }}) AS recomputed,
@@ -112,11 +127,13 @@ SELECT tm_d.conv AS conv, tm_d.usr AS usr, tm_d.stored AS stored,
        CAST({{ count(m, msg, cap, "tm_d.conv", "tm_d.t1", excluded ~ " AND " ~ not_own(sender, "tm_d.usr")) }}
             AS {{ int }}) AS excluded_after,
        CAST(CASE WHEN tm_d.join_pos IS NULL
-                 THEN {{ count(m, msg, cap, "tm_d.conv", none,
-                               m.pred(msg.countable) ~ " AND " ~ not_own(sender, "tm_d.usr")) }}
+                 THEN {{ m.clamp("COALESCE(tm_all.n, 0) - COALESCE(tm_own.n, 0)", cap) }}
                  ELSE {{ count(m, msg, cap, "tm_d.conv", "tm_d.join_pos",
                                m.pred(msg.countable) ~ " AND " ~ not_own(sender, "tm_d.usr")) }} END
             AS {{ int }}) AS total_countable
 FROM tm_d
+LEFT JOIN tm_all ON tm_all.conv = tm_d.conv
+LEFT JOIN tm_tot tm_own
+       ON tm_own.conv = tm_d.conv AND (tm_own.sender = tm_d.usr OR tm_own.sender IS NULL AND tm_d.usr IS NULL)
 ORDER BY {{ m.in_order("tm_d.conv", ctr.conv_k) }}, tm_d.usr
 {% endif %}

@@ -454,15 +454,18 @@ fn template(shape: Shape, form: AuditForm) -> &'static str {
 /// read by its own index range: a watermark or members table joined whole would be read once
 /// per batch, which made the audit grow with the square of the table (issue 11, time(4N) /
 /// time(N)). The index-probe form ([`AuditForm::Probe`], where [`probe_fits`]) reads the
-/// messages per member by its conversation, not by range: it places `range`, `range_wm` and
-/// `range_mem` alone. The batch's keys are bound once per copy ([`bind_batch`]); every copy binds the
-/// same values, so only their number and distinct placeholders matter, not the order the text
-/// places them in.
+/// messages per member by its conversation, not by range: it places `range`, `range_wm`,
+/// `range_mem` and, for the drifting rows' totals, `range2`. The batch's keys are bound once
+/// per copy ([`bind_batch`]); every copy binds the same values, so only their number and
+/// distinct placeholders matter, not the order the text places them in.
 fn range_names(ctx: &SqlContext, count_only: bool, form: AuditForm) -> Vec<&'static str> {
     if form == AuditForm::Probe && probe_fits(ctx) {
         let mut v = vec!["range", "range_wm"];
         if ctx.mem.is_some() {
             v.push("range_mem");
+        }
+        if !count_only {
+            v.push("range2");
         }
         return v;
     }
