@@ -9,6 +9,7 @@ use super::contract::ContractArgs;
 use super::inspect::InspectArgs;
 use super::sql::SqlArgs;
 use super::values::{at_least, file_mode, parse_ratio, rate, Common, Format};
+use crate::stages::audit::AuditForm;
 use crate::stages::batch::DEFAULT_BATCH_SIZE;
 
 /// Move a live chat database from unread counters to read watermarks, in stages:
@@ -173,6 +174,10 @@ pub struct BackfillArgs {
     /// is written, the dry run included); with it the share is not measured.
     #[arg(long)]
     pub accept_evidence_share: bool,
+    /// Form of the change count's statement: one pass over the messages, one index probe per
+    /// member, or per batch the one that reads less (the same count either way).
+    #[arg(long, value_enum, default_value_t = AuditForm::Auto, value_name = "FORM")]
+    pub audit_form: AuditForm,
     /// Output format (progress stays on stderr).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -274,6 +279,10 @@ pub struct AuditArgs {
     /// still in flight are not drift. Needs messages.created_at.
     #[arg(long, value_name = "DURATION")]
     pub min_age: Option<humantime::Duration>,
+    /// Form of the audit statement: one pass over the messages, one index probe per member,
+    /// or per batch the one that reads less (the same report either way).
+    #[arg(long, value_enum, default_value_t = AuditForm::Auto, value_name = "FORM")]
+    pub audit_form: AuditForm,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

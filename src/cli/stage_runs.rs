@@ -110,6 +110,7 @@ pub async fn backfill(
         count_changes: !args.skip_change_count,
         settle_time: args.settle_time.into(),
         accept_evidence_share: args.accept_evidence_share,
+        audit_form: args.audit_form,
         jobs: Jobs::new(args.jobs, dsn),
     };
     let summary = backfill::run(&mut conn, mapping, dsn.dialect, &opts).await?;
@@ -196,6 +197,7 @@ pub async fn audit(
         stop: Some(with.stop.clone()),
         pause_between_batches: args.pause_between_batches.into(),
         pause_file: args.pause_file.clone(),
+        form: args.audit_form,
         replica,
         jobs: Jobs::new(args.jobs, dsn),
     };

@@ -58,6 +58,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../sql/common/audit_per_member/read_flags.sql"),
     ),
     (
+        "audit_probe.sql",
+        include_str!("../../sql/common/audit_probe.sql"),
+    ),
+    (
+        "audit_form_stats.sql",
+        include_str!("../../sql/common/audit_form_stats.sql"),
+    ),
+    (
         "audit_per_message.sql",
         include_str!("../../sql/common/audit_per_message.sql"),
     ),

@@ -160,8 +160,20 @@ async fn four_jobs_give_the_one_job_result(backend: Backend) {
         let Some(mut four) = Fleet::new(backend, "jobs_four", seed).await else {
             return;
         };
-        let filled = one.backfill(backfill_opts(Jobs::one())).await;
-        let filled4 = four.backfill(backfill_opts(four.jobs(4))).await;
+        // The change count in the one-pass form on one job, in the index-probe form on the
+        // four workers (issue 30: each worker counts its batches in the form asked).
+        let filled = one
+            .backfill(backfill::BackfillOptions {
+                audit_form: audit::AuditForm::OnePass,
+                ..backfill_opts(Jobs::one())
+            })
+            .await;
+        let filled4 = four
+            .backfill(backfill::BackfillOptions {
+                audit_form: audit::AuditForm::Probe,
+                ..backfill_opts(four.jobs(4))
+            })
+            .await;
         assert!(filled.batches >= 20, "many batches: {}", filled.batches);
         assert_eq!(comparable(&filled), comparable(&filled4), "seed {seed}");
         let marks = watermarks(&mut one.conn).await;
@@ -186,6 +198,20 @@ async fn four_jobs_give_the_one_job_result(backend: Backend) {
         assert!(audited.batches >= 20, "many batches: {}", audited.batches);
         assert!(audited.complete && audited4.complete);
         assert_truth(backend, &audited4, &four.truth);
+        // The workers run the audit's statement in the form asked, chosen per batch by
+        // default: the index-probe form on four jobs gives the same report, byte for byte.
+        let rp = dir.path().join("probe.csv");
+        let probed = four
+            .audit(audit::AuditOptions {
+                form: audit::AuditForm::Probe,
+                ..audit_opts(rp.clone(), four.jobs(4))
+            })
+            .await;
+        assert!(
+            std::fs::read(&rp).unwrap() == bytes,
+            "seed {seed}: probe form"
+        );
+        assert_eq!(comparable(&probed), comparable(&audited), "seed {seed}");
         one.cleanup().await;
         four.cleanup().await;
     }

@@ -17,6 +17,7 @@ use sqlx::{AnyConnection, Connection, Row};
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use crate::scenario::{self, Scenario};
 use tidemark::db::Dsn;
+use tidemark::dialect::Dialect;
 use tidemark::mapping::Mapping;
 use tidemark::stages::{audit, backfill, expand};
 
@@ -137,6 +138,14 @@ async fn all_scenarios(backend: Backend) {
     eprintln!("{}: {runs} scenario runs passed", backend.name());
 }
 
+/// The forms of the audit statement every case's audit runs in (the default, `Auto`, picks one
+/// of these per batch).
+const AUDIT_FORMS: [audit::AuditForm; 3] = [
+    audit::AuditForm::OnePass,
+    audit::AuditForm::Probe,
+    audit::AuditForm::Auto,
+];
+
 /// Conversation id shift between scenarios loaded into one database.
 const GROUP_OFFSET: i64 = 1000;
 
@@ -182,8 +191,10 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     };
 
     let mut problems = Vec::new();
+    // The change count in the one-pass form, then (the second run) in the index-probe form.
     let options = backfill::BackfillOptions {
         batch_size,
+        audit_form: audit::AuditForm::OnePass,
         ..Default::default()
     };
     let first_run = backfill::run(&mut conn, &mapping, dialect, &options)
@@ -202,10 +213,21 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
     // (a) every expected watermark, with its provenance (other rows may exist).
     check_watermarks(case, &after_first, &owner, &mut problems);
 
-    // A second backfill changes nothing (forward-only writes, seed 000 §3).
-    backfill::run(&mut conn, &mapping, dialect, &options)
+    // A second backfill changes nothing (forward-only writes, seed 000 §3), and counts the
+    // same changes in the other form of the audit statement (issue 30).
+    let options = backfill::BackfillOptions {
+        audit_form: audit::AuditForm::Probe,
+        ..options
+    };
+    let second_run = backfill::run(&mut conn, &mapping, dialect, &options)
         .await
         .context("second backfill")?;
+    if second_run.unread_changes != first_run.unread_changes {
+        problems.push(format!(
+            "change count: {} in the one-pass form, {} in the index-probe form",
+            first_run.unread_changes, second_run.unread_changes
+        ));
+    }
     let after_second = watermarks(&mut conn).await?;
     for (key, (id, _)) in &after_first {
         match after_second.get(key) {
@@ -220,23 +242,59 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
         }
     }
 
+    // (b) the report rows are exactly the expected drifting rows, and (c) the summary
+    // agrees, in every form of the audit statement (issue 30: the probe form where the
+    // mapping has one, else the one pass).
+    for form in AUDIT_FORMS {
+        let before = problems.len();
+        let found = (&after_second, &owner as &dyn Fn(i64) -> String);
+        let db = (&mapping, dialect);
+        check_audit(
+            &mut conn,
+            db,
+            (case, batch_size),
+            form,
+            found,
+            &mut problems,
+        )
+        .await?;
+        for p in &mut problems[before..] {
+            *p = format!("{form:?} form: {p}");
+        }
+    }
+    let _ = conn.close().await;
+    Ok(problems)
+}
+
+/// (b) and (c) of [`run_case`] in one form of the audit statement: the report rows of `case`'s
+/// audit are exactly the expected drifting rows (`after_second`: the watermarks the report's
+/// `last_read_id` are checked against) and its summary agrees.
+async fn check_audit(
+    conn: &mut AnyConnection,
+    (mapping, dialect): (&Mapping, Dialect),
+    (case, batch_size): (&[(&Scenario, i64)], u64),
+    form: audit::AuditForm,
+    (after_second, owner): (&Watermarks, &dyn Fn(i64) -> String),
+    problems: &mut Vec<String>,
+) -> Result<()> {
+    let (first, _) = case[0];
     // (b) the report rows are exactly the expected drifting rows.
     let dir = tempfile::tempdir()?;
     let report = dir.path().join("drift.csv");
     let outcome = audit::run(
-        &mut conn,
-        &mapping,
+        conn,
+        mapping,
         dialect,
         &audit::AuditOptions {
             cap: first.options.cap,
             report: report.clone(),
             batch_size,
+            form,
             ..Default::default()
         },
     )
     .await
-    .context("audit")?;
-    let _ = conn.close().await;
+    .with_context(|| format!("audit ({form:?} form)"))?;
 
     let mut expected: BTreeSet<AuditKey> = BTreeSet::new();
     let mut want_classes: BTreeMap<&str, u64> = BTreeMap::new();
@@ -258,12 +316,7 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
             *want_classes.entry(r.class.as_str()).or_default() += 1;
         }
     }
-    let actual = read_report(
-        &report,
-        first.is_per_message(),
-        &after_second,
-        &mut problems,
-    )?;
+    let actual = read_report(&report, first.is_per_message(), after_second, problems)?;
     let actual_set: BTreeSet<AuditKey> = actual.iter().cloned().collect();
     if actual_set.len() != actual.len() {
         problems.push(format!("the report repeats a row: {actual:?}"));
@@ -290,9 +343,9 @@ async fn run_case(db: &TestDb, case: &[(&Scenario, i64)], batch_size: u64) -> Re
         batch_size,
         expected.len(),
         &want_classes,
-        &mut problems,
+        problems,
     );
-    Ok(problems)
+    Ok(())
 }
 
 /// (a) of [`run_case`]: every expected watermark of `case` is in `found`, with its provenance.

@@ -45,6 +45,10 @@ impl Spelling for Mysql {
         ""
     }
 
+    fn probes_by_range(&self) -> bool {
+        false
+    }
+
     /// A CHAR or VARCHAR as declared, with its character set and collation; any other text
     /// type as `VARCHAR(255)` with the same attributes: a TEXT column cannot be part of a
     /// MySQL primary key without a prefix length.

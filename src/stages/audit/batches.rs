@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::form::{choose, probe_fits, AuditForm, BatchFigures};
 use super::jobs;
 use super::rows::record_row;
 use super::tally::BatchTally;
@@ -360,17 +361,8 @@ async fn counter_batch(
     (drifting, tally): (&mut Vec<DriftRow>, &mut BatchTally),
 ) -> Result<i64> {
     let (ctx, opts) = (&run.counters[index].ctx, run.opts);
-    let count_sql = render(
-        "audit_count.sql",
-        ctx,
-        minijinja::context! { range => batch.params(ctx.dialect, 1) },
-    )?;
-    let sql = batch_statement(ctx, batch, opts.cap, false)?;
-    let checked: i64 = batch
-        .bind(sqlx::query(&count_sql))
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get("n")?;
+    let (checked, form) = rows_and_form(conn, ctx, batch, opts.form).await?;
+    let sql = batch_statement(ctx, batch, opts.cap, false, form)?;
     if let Some(c) = summary.counters.get_mut(index) {
         c.rows_checked += checked.max(0) as u64;
     }
@@ -380,8 +372,8 @@ async fn counter_batch(
         // batch is whole conversations, and one channel can hold any number of
         // drifting rows (the per-message audit of a 50 000-message conversation held
         // them all: peak RSS 50 MiB, PostgreSQL, 400 000 members).
-        let mut rows =
-            bind_batch(batch, ctx, false, sqlx::query(&sql).persistent(false)).fetch(&mut *conn);
+        let q = sqlx::query(&sql).persistent(false);
+        let mut rows = bind_batch(batch, ctx, false, form, q).fetch(&mut *conn);
         while let Some(row) = rows
             .try_next()
             .await
@@ -395,6 +387,39 @@ async fn counter_batch(
         }
     }
     Ok(checked)
+}
+
+/// The rows a batch checks, and the form its audit statement runs in ([`choose`]): under
+/// [`AuditForm::Auto`], where the probe form fits, both read by `audit_form_stats.sql` in place
+/// of the plain count (`audit_count.sql`), at its cost.
+///
+/// Errors: database failure.
+pub(crate) async fn rows_and_form(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    batch: &Batch,
+    asked: AuditForm,
+) -> Result<(i64, AuditForm)> {
+    let measure = asked == AuditForm::Auto && probe_fits(ctx);
+    let name = if measure {
+        "audit_form_stats.sql"
+    } else {
+        "audit_count.sql"
+    };
+    let range = batch.params(ctx.dialect, 1);
+    let sql = render(name, ctx, minijinja::context! { range => range })?;
+    let row = batch.bind(sqlx::query(&sql)).fetch_one(&mut *conn).await?;
+    let rows: i64 = row.try_get("n")?;
+    let figures = if measure {
+        Some(BatchFigures {
+            rows,
+            behind: row.try_get("behind")?,
+            deepest: row.try_get("deepest")?,
+        })
+    } else {
+        None
+    };
+    Ok((rows, choose(asked, ctx, figures)))
 }
 
 /// The statements one audit batch runs, rendered for this mapping and dialect with the batch's
@@ -432,18 +457,20 @@ pub fn statements_in(
             ..Default::default()
         }
     };
-    let copies = ranges(ctx, false, |n| {
-        if ctx.keyed {
-            shown(2 * n + 1)
-        } else {
-            crate::dialect::RangeParams {
-                lo: Some(dialect.placeholder(2 * n + 1)),
-                hi: Some(dialect.placeholder(2 * n + 2)),
-                ..Default::default()
+    let copies = |form| {
+        ranges(ctx, false, form, |n| {
+            if ctx.keyed {
+                shown(2 * n + 1)
+            } else {
+                crate::dialect::RangeParams {
+                    lo: Some(dialect.placeholder(2 * n + 1)),
+                    hi: Some(dialect.placeholder(2 * n + 2)),
+                    ..Default::default()
+                }
             }
-        }
-    });
-    Ok(vec![
+        })
+    };
+    let mut shown = vec![
         (
             "rows checked, in a REPEATABLE READ snapshot",
             render(
@@ -463,19 +490,40 @@ pub fn statements_in(
         (
             "the drifting rows with what classifies them, same snapshot",
             render(
-                template(mapping.counter.shape),
+                template(mapping.counter.shape, AuditForm::OnePass),
                 ctx,
-                minijinja::context! { cap => cap, count_only => false, ..copies },
+                minijinja::context! { cap => cap, count_only => false, ..copies(AuditForm::OnePass) },
             )?,
         ),
-    ])
+    ];
+    if probe_fits(ctx) {
+        // Issue 30: the batch's figures in place of the count, then one of the two forms.
+        shown[0] = (
+            "rows checked and what picks the form (src/stages/audit/form.rs), in a REPEATABLE READ snapshot",
+            render(
+                "audit_form_stats.sql",
+                ctx,
+                minijinja::context! { range => range },
+            )?,
+        );
+        shown[2].0 = "the drifting rows with what classifies them, one-pass form (members far behind), same snapshot";
+        shown.push((
+            "or the same rows in the index-probe form (members close to caught up), same snapshot",
+            render(
+                template(mapping.counter.shape, AuditForm::Probe),
+                ctx,
+                minijinja::context! { cap => cap, count_only => false, ..copies(AuditForm::Probe) },
+            )?,
+        ));
+    }
+    Ok(shown)
 }
 
 /// Every statement the audit runs per batch, for every counter of the mapping in the file's
 /// order (issue 32: `plan` showed the first counter's only): the first counter's as
-/// [`statements_in`]; each further counter (`[[counter]]`, issue 22) adds the two it runs in
-/// the same snapshot, its rows checked and its drifting rows (the members without a
-/// watermark are counted once per batch). With several counters each `what` starts with
+/// [`statements_in`]; each further counter (`[[counter]]`, issue 22) adds those it runs in
+/// the same snapshot, its rows checked and its drifting rows (in each form it may run: issue
+/// 30; the members without a watermark are counted once per batch). With several counters each `what` starts with
 /// `counter NAME: `. `ctx_of` gives a counter's view its context (the database's key
 /// collations applied, as the audit does).
 ///
@@ -507,11 +555,13 @@ pub fn statements_every_counter(
     Ok(out)
 }
 
-/// The audit template of a shape.
-fn template(shape: Shape) -> &'static str {
-    match shape {
-        Shape::PerMember | Shape::ReadFlags => "audit_per_member.sql",
-        Shape::PerMessage => "audit_per_message.sql",
+/// The audit template of a shape in a form (the probe form exists for shape A alone:
+/// [`probe_fits`] decides before this is asked).
+fn template(shape: Shape, form: AuditForm) -> &'static str {
+    match (shape, form) {
+        (Shape::PerMember, AuditForm::Probe) => "audit_probe.sql",
+        (Shape::PerMember | Shape::ReadFlags, _) => "audit_per_member.sql",
+        (Shape::PerMessage, _) => "audit_per_message.sql",
     }
 }
 
@@ -522,10 +572,22 @@ fn template(shape: Shape) -> &'static str {
 /// messages, the members and the watermarks (`range`, `range2`, `range_wm`). Every table is
 /// read by its own index range: a watermark or members table joined whole would be read once
 /// per batch, which made the audit grow with the square of the table (issue 11, time(4N) /
-/// time(N)). The batch's keys are bound once per copy ([`bind_batch`]); every copy binds the
-/// same values, so only their number and distinct placeholders matter, not the order the text
-/// places them in.
-fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
+/// time(N)). The index-probe form ([`AuditForm::Probe`], where [`probe_fits`]) reads the
+/// messages per member by its conversation, not by range: it places `range`, `range_wm`,
+/// `range_mem` and, for the drifting rows' totals, `range2`. The batch's keys are bound once
+/// per copy ([`bind_batch`]); every copy binds the same values, so only their number and
+/// distinct placeholders matter, not the order the text places them in.
+fn range_names(ctx: &SqlContext, count_only: bool, form: AuditForm) -> Vec<&'static str> {
+    if form == AuditForm::Probe && probe_fits(ctx) {
+        let mut v = vec!["range", "range_wm"];
+        if ctx.mem.is_some() {
+            v.push("range_mem");
+        }
+        if !count_only {
+            v.push("range2");
+        }
+        return v;
+    }
     match ctx.shape {
         Shape::PerMember | Shape::ReadFlags => {
             let mut v = vec!["range", "range2"];
@@ -550,10 +612,11 @@ fn range_names(ctx: &SqlContext, count_only: bool) -> Vec<&'static str> {
 fn ranges(
     ctx: &SqlContext,
     count_only: bool,
+    form: AuditForm,
     params: impl Fn(usize) -> crate::dialect::RangeParams,
 ) -> minijinja::Value {
     minijinja::Value::from_iter(
-        range_names(ctx, count_only)
+        range_names(ctx, count_only, form)
             .into_iter()
             .enumerate()
             .map(|(n, name)| (name, minijinja::Value::from_serialize(params(n))))
@@ -561,8 +624,9 @@ fn ranges(
     )
 }
 
-/// The one-pass audit statement of one batch (its drifting rows with their facts; with
-/// `count_only`, only their number), capped at `cap`. Bind it with [`bind_batch`].
+/// The audit statement of one batch in `form` (the one-pass or the index-probe form, as
+/// [`rows_and_form`] chose; its drifting rows with their facts; with `count_only`, only their
+/// number), capped at `cap`. Bind it with [`bind_batch`] and the same `form`.
 ///
 /// Errors: a template that fails to render (a bug, exit 3).
 pub(crate) fn batch_statement(
@@ -570,11 +634,15 @@ pub(crate) fn batch_statement(
     batch: &crate::stages::Batch,
     cap: Option<i64>,
     count_only: bool,
+    form: AuditForm,
 ) -> Result<String> {
     let n = batch.param_count();
-    let copies = ranges(ctx, count_only, |i| batch.params(ctx.dialect, 1 + i * n));
+    let copies = ranges(ctx, count_only, form, |i| {
+        batch.params(ctx.dialect, 1 + i * n)
+    });
+    let form = choose(form, ctx, None);
     render(
-        template(ctx.shape),
+        template(ctx.shape, form),
         ctx,
         minijinja::context! { cap => cap, count_only => count_only, ..copies },
     )
@@ -585,9 +653,10 @@ pub(crate) fn bind_batch<'q>(
     batch: &crate::stages::Batch,
     ctx: &SqlContext,
     count_only: bool,
+    form: AuditForm,
     mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    for _ in 0..range_names(ctx, count_only).len() {
+    for _ in 0..range_names(ctx, count_only, form).len() {
         q = batch.bind(q);
     }
     q

@@ -9,7 +9,8 @@
 //! options and the summary; [`batches`] the batch loop and the statements it runs; [`rows`]
 //! the decoding and classification of one drifting row; [`summary`] the tolerances, the
 //! empty-scope error and the metrics file; [`min_age`] the `--min-age` filter;
-//! [`backfill_state`] where the mapping's backfill stands when the audit starts.
+//! [`backfill_state`] where the mapping's backfill stands when the audit starts; [`form`]
+//! which form of the audit statement a batch runs (one pass, or an index probe per member).
 
 use anyhow::{Context, Result};
 use sqlx::AnyConnection;
@@ -28,6 +29,7 @@ use crate::tables::LEDGER_TABLE;
 
 mod backfill_state;
 mod batches;
+mod form;
 mod jobs;
 mod min_age;
 mod rows;
@@ -35,8 +37,9 @@ mod summary;
 mod tally;
 mod types;
 
-pub(crate) use batches::{batch_statement, bind_batch};
+pub(crate) use batches::{batch_statement, bind_batch, rows_and_form};
 pub use batches::{statements, statements_every_counter, statements_in};
+pub use form::{choose, probe_fits, AuditForm, BatchFigures, PROBE_PER_SORTED};
 pub use summary::write_metrics;
 
 use batches::audit_batches;

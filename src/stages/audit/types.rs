@@ -84,6 +84,9 @@ pub struct AuditOptions {
     /// for row (a batch's rows wait until every earlier batch is written). With
     /// `--pause-between-batches` each connection rests after each of its batches.
     pub jobs: Jobs,
+    /// `--audit-form`: the form of the audit statement (issue 30; default: chosen per batch,
+    /// [`super::form::choose`]). Every form gives the same report.
+    pub form: super::form::AuditForm,
 }
 
 impl Default for AuditOptions {
@@ -115,6 +118,7 @@ impl Default for AuditOptions {
             pause_file: None,
             replica: None,
             jobs: Jobs::one(),
+            form: super::form::AuditForm::Auto,
         }
     }
 }

@@ -147,6 +147,8 @@ pub(super) struct Record<'a> {
     pub checkpoint: Option<CheckpointOf<'a>>,
     /// Count the rows whose unread number changes (`--skip-change-count` turns it off).
     pub count_changes: bool,
+    /// The form of the audit statement that counts them (`--audit-form`).
+    pub audit_form: crate::stages::audit::AuditForm,
 }
 
 /// Writes one batch (the plan, the forward-only INSERT … SELECT, the tally), with
@@ -218,7 +220,7 @@ pub(super) async fn run_batch(
             // What the model change loses, for this batch: rows whose unread number will
             // differ once the counter is gone, read after the write in the same transaction
             // (one commit a batch, and the count never missing from a committed batch).
-            summary.unread_changes += count_changes(conn, ctx, batch).await?;
+            summary.unread_changes += count_changes(conn, ctx, batch, record.audit_form).await?;
             summary.counted_changes = true;
         }
         if let Some(checkpoint) = record.checkpoint {
@@ -288,13 +290,20 @@ fn add_tally(row: &AnyRow, batch: &Batch, summary: &mut BackfillSummary) -> Resu
 }
 
 /// Rows of a batch whose stored counter differs from the unread recomputed from the
-/// watermarks (the audit's one-pass statement of the batch, uncapped, counted in the database).
+/// watermarks (the audit's statement of the batch in the form `asked` or, by default, the one
+/// the batch's figures pick, as the audit picks it: uncapped, counted in the database).
 /// Run inside the batch's write transaction, after its write: it reads the batch's own new
 /// watermarks, and its count is committed with them and the checkpoint.
-async fn count_changes(conn: &mut AnyConnection, ctx: &SqlContext, batch: &Batch) -> Result<u64> {
-    let sql = crate::stages::audit::batch_statement(ctx, batch, None, true)?;
+async fn count_changes(
+    conn: &mut AnyConnection,
+    ctx: &SqlContext,
+    batch: &Batch,
+    asked: crate::stages::audit::AuditForm,
+) -> Result<u64> {
+    let (_, form) = crate::stages::audit::rows_and_form(conn, ctx, batch, asked).await?;
+    let sql = crate::stages::audit::batch_statement(ctx, batch, None, true, form)?;
     let q = sqlx::query(&sql).persistent(false);
-    let n: Option<i64> = crate::stages::audit::bind_batch(batch, ctx, true, q)
+    let n: Option<i64> = crate::stages::audit::bind_batch(batch, ctx, true, form, q)
         .fetch_one(&mut *conn)
         .await
         .context("counting the rows whose unread number changes")?

@@ -35,6 +35,8 @@ pub(super) struct Run<'a> {
     /// The ledger run (None: a dry run, which writes nothing).
     pub ledger_id: Option<i64>,
     pub count_changes: bool,
+    /// `--audit-form`: the form of each batch's change count, chosen per batch as in one job.
+    pub audit_form: crate::stages::audit::AuditForm,
     pub retries: usize,
     /// `--batch-size`, and the size of the first batch.
     pub batch_size: (u64, u64),
@@ -141,6 +143,7 @@ impl Work for Writer<'_> {
                 ledger_id,
                 checkpoint: None,
                 count_changes: run.count_changes,
+                audit_form: run.audit_form,
             });
             let step = run_batch(
                 conn,

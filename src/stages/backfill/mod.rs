@@ -76,6 +76,9 @@ pub struct BackfillOptions {
     /// `--jobs N`: N batches at once on N connections of their own ([`crate::stages::parallel`]);
     /// the checkpoint advances over the batches finished in key order.
     pub jobs: Jobs,
+    /// `--audit-form`: the form of the change count's audit statement (issue 30; default:
+    /// chosen per batch, [`crate::stages::audit::choose`]). Every form gives the same count.
+    pub audit_form: crate::stages::audit::AuditForm,
 }
 
 impl Default for BackfillOptions {
@@ -94,6 +97,7 @@ impl Default for BackfillOptions {
             retries: 5,
             stop: None,
             count_changes: true,
+            audit_form: crate::stages::audit::AuditForm::Auto,
             settle_time: DEFAULT_SETTLE_TIME,
             accept_evidence_share: false,
             jobs: Jobs::one(),
@@ -385,6 +389,7 @@ async fn run_batches(
                         ledger_id,
                         checkpoint: Some(&checkpoint as CheckpointOf<'_>),
                         count_changes: opts.count_changes,
+                        audit_form: opts.audit_form,
                     }),
                 )
                 .await;
@@ -463,6 +468,7 @@ fn parallel_run<'a>(
         conv_kind,
         ledger_id,
         count_changes: opts.count_changes,
+        audit_form: opts.audit_form,
         retries: opts.retries,
         batch_size: (opts.batch_size.max(1), size),
         chunk_time: opts.chunk_time,
