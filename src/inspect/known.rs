@@ -52,7 +52,14 @@ pub const SYSTEMS: &[KnownSystem] = &[
             ("channels", &["id", "totalmsgcount", "totalmsgcountroot"]),
             (
                 "posts",
-                &["id", "channelid", "userid", "rootid", "createat", "deleteat"],
+                &[
+                    "id",
+                    "channelid",
+                    "userid",
+                    "rootid",
+                    "createat",
+                    "deleteat",
+                ],
             ),
             (
                 "channelmembers",
@@ -90,7 +97,13 @@ pub const SYSTEMS: &[KnownSystem] = &[
             ),
             (
                 "receipts_linearized",
-                &["room_id", "receipt_type", "user_id", "event_id", "thread_id"],
+                &[
+                    "room_id",
+                    "receipt_type",
+                    "user_id",
+                    "event_id",
+                    "thread_id",
+                ],
             ),
             (
                 "event_push_summary",
@@ -137,11 +150,22 @@ pub const SYSTEMS: &[KnownSystem] = &[
             ("topics", &["id", "highest_post_number"]),
             (
                 "posts",
-                &["topic_id", "post_number", "user_id", "post_type", "deleted_at"],
+                &[
+                    "topic_id",
+                    "post_number",
+                    "user_id",
+                    "post_type",
+                    "deleted_at",
+                ],
             ),
             (
                 "topic_users",
-                &["user_id", "topic_id", "last_read_post_number", "unread_count"],
+                &[
+                    "user_id",
+                    "topic_id",
+                    "last_read_post_number",
+                    "unread_count",
+                ],
             ),
         ],
         prerequisites: &[],
@@ -151,7 +175,10 @@ pub const SYSTEMS: &[KnownSystem] = &[
         folder: "zulip",
         mapping: include_str!("../../contrib/mappings/zulip/tidemark.toml"),
         signature: &[
-            ("zerver_message", &["id", "sender_id", "recipient_id", "date_sent"]),
+            (
+                "zerver_message",
+                &["id", "sender_id", "recipient_id", "date_sent"],
+            ),
             (
                 "zerver_usermessage",
                 &["user_profile_id", "message_id", "flags"],
@@ -316,8 +343,7 @@ mod tests {
     #[test]
     fn every_known_mapping_parses() {
         for s in SYSTEMS {
-            Mapping::parse(s.mapping, s.folder)
-                .unwrap_or_else(|e| panic!("{}: {e:#}", s.folder));
+            Mapping::parse(s.mapping, s.folder).unwrap_or_else(|e| panic!("{}: {e:#}", s.folder));
             assert!(!s.signature.is_empty());
         }
     }
