@@ -106,6 +106,11 @@ fn print_summary(outcome: &InspectOutcome, dsn: &Dsn, path: Option<&std::path::P
             path.display()
         ));
     }
+    if let Some(system) = outcome.known {
+        lines.push(format!(
+            "inspect: recognised as {system}: its mapping from contrib/mappings/ proposed as it is"
+        ));
+    }
     for w in &outcome.warnings {
         lines.push(format!("warning: {}", w.message));
         if let Some(fix) = &w.fix {

@@ -432,6 +432,11 @@ pub trait Catalog: Sync {
     /// unique (BIGINT 0/1), partial (BIGINT 0/1), position in the index (BIGINT, from 1),
     /// column name (text, NULL for an expression), ordered by schema, table, index, position.
     fn inspect_indexes_query(&self) -> &'static str;
+
+    /// The query listing the declared foreign keys, one row per referencing column: schema
+    /// (text, empty for the default one), table (text), column (text), referenced table's own
+    /// name (text), ordered by schema, table, column ([`crate::inspect::catalog`]; issue 32).
+    fn inspect_foreign_keys_query(&self) -> &'static str;
     /// The class of a declared column type as this engine's catalog spells it (as
     /// `sql/<dialect>/column_type.sql`, [`Self::inspect_columns_query`] and
     /// [`Self::expression_type`] return it): the one classifier of types in tidemark.

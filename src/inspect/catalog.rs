@@ -89,6 +89,9 @@ impl Table {
 pub struct Catalog {
     /// Tables and views, by name.
     pub tables: Vec<Table>,
+    /// Declared foreign keys (issue 32), one per referencing column: (table as a mapping names
+    /// it, column, the referenced table's own name).
+    pub foreign_keys: Vec<(String, String, String)>,
     /// Names skipped because tidemark cannot quote them (see
     /// [`crate::mapping::check_identifier`]), or because they are tidemark's own.
     pub skipped: Vec<String>,
@@ -176,6 +179,22 @@ pub async fn read(conn: &mut AnyConnection, dialect: Dialect) -> Result<Catalog>
                 columns: vec![column],
             }),
         }
+    }
+    let rows = sqlx::raw_sql(dialect.catalog().inspect_foreign_keys_query())
+        .fetch_all(&mut *conn)
+        .await
+        .context("reading the catalog's foreign keys")?;
+    for row in &rows {
+        let schema = text(row, 0)?.unwrap_or_default();
+        let bare = text(row, 1)?.unwrap_or_default();
+        let name = if schema.is_empty() {
+            bare
+        } else {
+            format!("{schema}.{bare}")
+        };
+        let column = text(row, 2)?.unwrap_or_default();
+        let referenced = text(row, 3)?.unwrap_or_default();
+        catalog.foreign_keys.push((name, column, referenced));
     }
     Ok(catalog)
 }

@@ -8,7 +8,9 @@
 //! Reads only. The stages: [`catalog`] (the dialect's catalog queries), [`propose`] (the choice,
 //! pure, by the names in [`names`]), [`checks`] (the queries over the data behind the
 //! warnings), [`render`] (the TOML text); [`indexes`] the indexes a mapping's stages read by
-//! (what `plan` lists).
+//! (what `plan` lists); [`known`] the known systems (Mattermost, Synapse, Dendrite, Discourse,
+//! Zulip), recognised by their tables and columns, whose mapping in `contrib/mappings/` is
+//! proposed as it is.
 //! Nothing here prints: [`run`] returns an [`InspectOutcome`].
 
 use anyhow::Result;
@@ -20,6 +22,7 @@ pub mod catalog;
 pub mod checks;
 mod columns;
 pub mod indexes;
+pub mod known;
 mod lookup;
 mod messages;
 pub mod names;
@@ -47,6 +50,9 @@ pub struct InspectOutcome {
     pub missing: Vec<String>,
     /// Tables and views read.
     pub tables: usize,
+    /// The known system recognised ([`known`]), whose mapping is the proposal; None when the
+    /// proposal is inspect's own.
+    pub known: Option<&'static str>,
 }
 
 impl InspectOutcome {
@@ -69,12 +75,32 @@ pub async fn run(
     explain: bool,
 ) -> Result<InspectOutcome> {
     let catalog = catalog::read(conn, dialect).await?;
+    // A known system's schema: its mapping from contrib/mappings/, as it is (issue 32).
+    let matches = known::compare(&catalog);
+    if let Some(m) = known::recognise(&matches) {
+        let warnings = known::warnings(m, &catalog, dialect);
+        return Ok(InspectOutcome {
+            text: known::render(m, &matches, &warnings, &catalog, dialect, explain),
+            proposal: Proposal::default(),
+            warnings,
+            missing: Vec::new(),
+            tables: catalog.tables.len(),
+            known: Some(m.system.name),
+        });
+    }
     // A first choice, by structure and names, names the messages table and the evidence; the
     // data measured against them (issue 24) decides the final one.
     let first = propose::propose(&catalog, &Facts::default(), dialect);
     let facts = checks::facts(conn, dialect, &catalog, &first).await?;
     let mut proposal = propose::propose(&catalog, &facts, dialect);
     proposal.explain.extend(facts.failed.iter().cloned());
+    // The known systems it resembles, and what they lack (never a partial recognition).
+    proposal.explain.extend(
+        matches
+            .iter()
+            .filter(|m| !m.found.is_empty())
+            .map(known::Match::explain),
+    );
     let warnings = checks::warnings(conn, dialect, &catalog, &proposal).await?;
     let text = render::render(&proposal, &warnings, &catalog, dialect, explain);
     Ok(InspectOutcome {
@@ -83,6 +109,7 @@ pub async fn run(
         proposal,
         warnings,
         tables: catalog.tables.len(),
+        known: None,
     })
 }
 

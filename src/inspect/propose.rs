@@ -250,8 +250,8 @@ fn choose_messages(p: &mut Proposal, catalog: &Catalog, facts: &Facts, dialect: 
     } else {
         p.missing.push(
             "a messages table: no table or view has a conversation key (conv_id, room_id…, \
-             or the first column of a unique index on (conversation, integer), or a <x>_id \
-             of a table <x>s), a sender column (sender_id, author_id…) and a position (an \
+             or the first column of a unique index on (conversation, integer), a declared \
+             foreign key, or a <x>_id of a table <x> or its plural), a sender column (sender_id, author_id…) and a position (an \
              integer unique within the conversation or alone, or seq, position, id…); \
              --explain lists each table's reason"
                 .into(),

@@ -17,8 +17,10 @@ const NOT_CONVERSATION: &[&str] = &[
 
 /// The conversation key names of `catalog`, best first: the known names
 /// ([`CONVERSATION`]), then the first column of a two-column unique index whose second column
-/// is an integer (a number unique within the conversation), then a `<x>_id` column where a
-/// table `<x>s` exists (a key of that table: `topic_id` of `topics`).
+/// is an integer (a number unique within the conversation), then a column declared as a
+/// foreign key (read from the catalogs, issue 32), then a `<x>_id` column where a table named
+/// for `<x>`, singular or plural, exists ([`plurals`]: `topic_id` of `topics`, `category_id`
+/// of `categories`).
 pub fn conversation_names(catalog: &Catalog) -> Vec<String> {
     let mut out: Vec<String> = CONVERSATION.iter().map(|s| s.to_string()).collect();
     let mut add = |name: &str| {
@@ -41,16 +43,20 @@ pub fn conversation_names(catalog: &Catalog) -> Vec<String> {
             }
         }
     }
+    for (_, column, _) in &catalog.foreign_keys {
+        add(column);
+    }
     for t in &catalog.tables {
         for c in &t.columns {
             let n = lower(&c.name);
             let Some(noun) = n.strip_suffix("_id") else {
                 continue;
             };
-            let refers = catalog.tables.iter().any(|x| {
-                let b = lower(&x.bare);
-                b == format!("{noun}s") || b == noun
-            });
+            let names = plurals(noun);
+            let refers = catalog
+                .tables
+                .iter()
+                .any(|x| names.contains(&lower(&x.bare)));
             if refers {
                 add(&c.name);
             }
@@ -191,4 +197,19 @@ pub fn kind_predicate(
             seen.join(", ")
         ),
     ))
+}
+
+/// The table names a `<noun>_id` column may refer to: the noun itself and its English plurals
+/// (`post` → `posts`; `category` → `categories`; `box` → `boxes`).
+pub fn plurals(noun: &str) -> Vec<String> {
+    let mut out = vec![noun.to_string(), format!("{noun}s")];
+    if let Some(stem) = noun.strip_suffix('y') {
+        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
+            out.push(format!("{stem}ies"));
+        }
+    }
+    if noun.ends_with(['s', 'x', 'z']) || noun.ends_with("ch") || noun.ends_with("sh") {
+        out.push(format!("{noun}es"));
+    }
+    out
 }

@@ -37,6 +37,7 @@ fn catalog(tables: Vec<Table>) -> Catalog {
     Catalog {
         tables,
         skipped: Vec::new(),
+        foreign_keys: Vec::new(),
     }
 }
 
@@ -288,4 +289,13 @@ fn index_needs_are_found_or_created() {
             },
         ]
     );
+}
+
+#[test]
+fn plurals_know_the_english_endings() {
+    use super::structure::plurals;
+    assert_eq!(plurals("post"), ["post", "posts"]);
+    assert!(plurals("category").contains(&"categories".to_string()));
+    assert!(!plurals("day").contains(&"daies".to_string()));
+    assert!(plurals("box").contains(&"boxes".to_string()));
 }

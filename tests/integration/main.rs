@@ -66,6 +66,8 @@ mod grafana;
 mod house;
 mod html_report;
 mod inspect;
+mod inspect_foreign_keys;
+mod inspect_known;
 mod jobs;
 mod json_output;
 mod key_types;

@@ -301,6 +301,14 @@ impl Catalog for Mysql {
          ORDER BY 2, 6"
     }
 
+    fn inspect_foreign_keys_query(&self) -> &'static str {
+        "SELECT CAST('' AS CHAR), CAST(TABLE_NAME AS CHAR), CAST(COLUMN_NAME AS CHAR), \
+                CAST(REFERENCED_TABLE_NAME AS CHAR) \
+         FROM information_schema.KEY_COLUMN_USAGE \
+         WHERE TABLE_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME IS NOT NULL \
+         ORDER BY 2, 3"
+    }
+
     fn inspect_indexes_query(&self) -> &'static str {
         "SELECT CAST('' AS CHAR), CAST(TABLE_NAME AS CHAR), CAST(INDEX_NAME AS CHAR), \
                 CAST(1 - NON_UNIQUE AS SIGNED), CAST(0 AS SIGNED), \

@@ -153,6 +153,19 @@ impl Catalog for Postgres {
 
     /// The indexes of the tables [`Catalog::inspect_columns_query`] reads (a partitioned
     /// table's own, not its partitions').
+    fn inspect_foreign_keys_query(&self) -> &'static str {
+        "SELECT CASE WHEN n.nspname = current_schema() THEN '' ELSE n.nspname::text END, \
+                t.relname::text, a.attname::text, r.relname::text \
+         FROM pg_constraint c \
+         JOIN pg_class t ON t.oid = c.conrelid \
+         JOIN pg_namespace n ON n.oid = t.relnamespace \
+         JOIN pg_class r ON r.oid = c.confrelid \
+         CROSS JOIN LATERAL unnest(c.conkey) AS k(attnum) \
+         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum \
+         WHERE c.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+         ORDER BY 1, 2, 3"
+    }
+
     fn inspect_indexes_query(&self) -> &'static str {
         "SELECT CASE WHEN n.nspname = current_schema() THEN '' ELSE n.nspname::text END, \
                 t.relname::text, i.relname::text, \

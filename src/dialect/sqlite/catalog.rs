@@ -109,6 +109,13 @@ impl Catalog for Sqlite {
          ORDER BY 2, 6"
     }
 
+    fn inspect_foreign_keys_query(&self) -> &'static str {
+        "SELECT '', m.name, f.\"from\", f.\"table\" \
+         FROM sqlite_master m JOIN pragma_foreign_key_list(m.name) f \
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+         ORDER BY 2, 3"
+    }
+
     fn inspect_indexes_query(&self) -> &'static str {
         // A rowid table's INTEGER PRIMARY KEY has no index of its own: table_info's pk is it.
         "SELECT '', m.name, il.name, il.\"unique\", il.partial, ii.seqno + 1, ii.name \
