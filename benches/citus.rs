@@ -240,12 +240,20 @@ async fn bench() -> Result<()> {
     let name = format!("tm_bench_citus_{}", std::process::id());
     let plain = testing::recreate_database(&mut conn, &admin, &name).await?;
     let plain_url = plain.expose().to_string();
-    let n = workers(&citus_url).await?;
+    let result = table(&citus_url, &plain_url, &sizes, repeat).await;
+    testing::drop_database(&mut conn, &admin, &name).await?;
+    let _ = conn.close().await;
+    result
+}
+
+/// Prints the table: for each size of `sizes`, the medians of the jobs on both.
+async fn table(citus_url: &str, plain_url: &str, sizes: &[u64], repeat: usize) -> Result<()> {
+    let n = workers(citus_url).await?;
     println!("| data | job | plain PostgreSQL | Citus ({n} workers, 32 shards) | Citus / plain |");
     println!("|---|---|---|---|---|");
-    for convs in sizes {
-        let (p, p_left) = run(&plain_url, false, convs, repeat.max(1)).await?;
-        let (c, c_left) = run(&citus_url, true, convs, repeat.max(1)).await?;
+    for &convs in sizes {
+        let (p, p_left) = run(plain_url, false, convs, repeat.max(1)).await?;
+        let (c, c_left) = run(citus_url, true, convs, repeat.max(1)).await?;
         if p_left != c_left {
             bail!("watermarks differ: plain {p_left:?}, Citus {c_left:?}");
         }
@@ -265,8 +273,6 @@ async fn bench() -> Result<()> {
             );
         }
     }
-    testing::drop_database(&mut conn, &admin, &name).await?;
-    let _ = conn.close().await;
     Ok(())
 }
 
