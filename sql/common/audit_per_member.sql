@@ -89,11 +89,7 @@ WITH tm_base AS (
          CAST(NULL AS {{ int }}) AS join_pos
 {% endif %}
   FROM ({{ m.counter_rows(ctr, int, m.range("this." ~ ctr.conv, range, ctr.conv_k)) }}) tm_k
-  LEFT JOIN (SELECT {{ m.out("tm_w0.conversation_id", wm_conv_k) }} AS conversation_id,
-                    {{ m.out("tm_w0.user_id", wm_user_k) }} AS user_id,
-                    tm_w0.last_read_id AS last_read_id, {{ m.provenance("tm_w0") }} AS source
-             FROM {{ wm }} tm_w0
-             WHERE 1 = 1{{ m.range("tm_w0.conversation_id", range_wm, wm_conv_k) }}) tm_w
+  LEFT JOIN {{ m.watermarks_read(wm, range_wm, wm_conv_k, wm_user_k) }} tm_w
          ON tm_w.conversation_id = tm_k.conv AND tm_w.user_id = tm_k.usr
 {% if mem %}
   LEFT JOIN (SELECT {{ m.out("this." ~ mem.conv, mem.conv_k) }} AS conv,

@@ -139,3 +139,13 @@ FROM {{ source }} tm_p
 WHERE tm_p.v IS NOT NULL
 {%- endif %}
 {%- endmacro %}
+
+{#- The batch's watermarks as the audit's forms read them, a derived table: conversation_id and
+    user_id as `out` passes keys on, last_read_id, and source (its provenance, above). -#}
+{% macro watermarks_read(wm, range_wm, wm_conv_k, wm_user_k) -%}
+(SELECT {{ out("tm_w0.conversation_id", wm_conv_k) }} AS conversation_id,
+                    {{ out("tm_w0.user_id", wm_user_k) }} AS user_id,
+                    tm_w0.last_read_id AS last_read_id, {{ provenance("tm_w0") }} AS source
+             FROM {{ wm }} tm_w0
+             WHERE 1 = 1{{ range("tm_w0.conversation_id", range_wm, wm_conv_k) }})
+{%- endmacro %}
