@@ -9,8 +9,7 @@
       recomputed      : countable messages after t not sent by the member (0 when the member row
                         is missing or not active)
     and, for the drifting rows only:
-      own_after       : the member's own messages after t that the counter counts (`msg.scope`,
-                        whatever `legacy_countable` says: interface.md)
+      own_after       : the member's own legacy-countable messages after t
       excluded_after  : legacy-countable but not countable messages after t, not the member's own
       total_countable : countable messages not the member's own after its join position; without
                         one, every one: the conversation's countable messages, counted once per
@@ -119,7 +118,7 @@ SELECT tm_d.conv AS conv, tm_d.usr AS usr, tm_d.stored AS stored,
        CAST(tm_d.is_member AS {{ int }}) AS is_member,
        CAST(CASE WHEN tm_d.usr IS NULL THEN 0
                  ELSE {{ count(m, msg, cap, "tm_d.conv", "tm_d.t1",
-                               m.pred(msg.scope) ~ " AND " ~ sender ~ " = tm_d.usr") }} END
+                               m.pred(msg.legacy) ~ " AND " ~ sender ~ " = tm_d.usr") }} END
             AS {{ int }}) AS own_after,
        CAST({{ count(m, msg, cap, "tm_d.conv", "tm_d.t1", excluded ~ " AND " ~ not_own(sender, "tm_d.usr")) }}
             AS {{ int }}) AS excluded_after,
