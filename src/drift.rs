@@ -117,9 +117,8 @@ pub struct Facts {
     pub recomputed: i64,
     /// Orphan evidence.
     pub membership: Membership,
-    /// The member's own messages after the watermark that count for it as a reader, whatever
-    /// `legacy_countable` says (interface.md: that predicate classes `excluded_counted` only;
-    /// per message: 1 when the sender is an active member).
+    /// Own messages after the watermark that the legacy counter counted (per message: 1 when
+    /// the sender is an active member).
     pub own: i64,
     /// Messages after the watermark, not the member's own, that the legacy counter counted but
     /// that are not countable (per message: what a not-countable message would count).

@@ -8,8 +8,7 @@
     give, at each threshold row:
       a_all - a_own : countable messages after t not sent by the member (recomputed; a counter
                       whose member row is missing or not active is owed 0)
-      o_own         : the member's own messages after t, whatever `legacy_countable` says
-                      (own_after; interface.md: it classes `excluded_counted` only)
+      l_own         : the member's own legacy-countable messages after t (own_after)
       x_all - x_own : legacy-countable but not countable messages after t, not the member's
                       own (excluded_after)
     `_all` is partitioned by conversation, `_own` by (conversation, sender): a message whose
@@ -54,7 +53,7 @@
     `k`, and the counts subtract the restricted rows (`ra_own`, `tr_own`) and add their
     legacy-counted ones to the excluded (`rk_own`) for a reader not admitted.
     Messages only some readers count (issue 22, reader_macros.sql): with `restricted` each
-    fact also sums the restricted messages (ra_, rl_, rx_, ro_, tr_) and subtracts them for a
+    fact also sums the restricted messages (ra_, rl_, rx_, tr_) and subtracts them for a
     reader `restricted_readers` does not admit (adm = 0); with `recipient` each fact leaves the
     addressed messages out of the shared sums and adds those addressed to the reader (to_c,
     to_l, to_x, t_to: running sums over (conversation, recipient)). Still one pass: the

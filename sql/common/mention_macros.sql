@@ -4,9 +4,8 @@
     joined on `mentions.message = messages.key`), with the mentioned user as `sender`, so that
     the running sums partitioned by (conversation, sender) count, at a member's threshold, the
     messages after it that mention the member. Own messages never mention-count: a row is
-    `c` (countable, and sent by someone else or by nobody), `l` (the member's own, in the
-    counter's scope `msg.scope`, whatever `legacy_countable` says: what
-    `own_messages_counted` names) or `x` (legacy-countable, not
+    `c` (countable, and sent by someone else or by nobody), `l` (legacy-countable and the
+    member's own: what `own_messages_counted` names) or `x` (legacy-countable, not
     countable, someone else's: `excluded_counted`). `only`: only the `c` rows, as (conv,
     pos, sender) (the count-only pass and the second pass). Arguments as the audit template's
     (macros.sql imported as `m`).
@@ -39,7 +38,7 @@ SELECT {{ m.out("this." ~ msg.conv, msg.conv_k) }} AS conv, CAST(this.{{ msg.id 
 {{- " " ~ reader }} AS sender
 {%- if not only %},
                CASE WHEN {{ m.pred(msg.countable) }} AND NOT {{ own }}{{ away }} THEN 1 ELSE 0 END AS c,
-               CASE WHEN {{ m.pred(msg.scope) }} AND {{ own }}{{ away }} THEN 1 ELSE 0 END AS l,
+               CASE WHEN {{ m.pred(msg.legacy) }} AND {{ own }}{{ away }} THEN 1 ELSE 0 END AS l,
                CASE WHEN {{ m.pred(msg.legacy) }}
                      AND (NOT COALESCE({{ m.pred(msg.countable) }}, FALSE){{ hidden }})
                      AND NOT {{ own }} THEN 1 ELSE 0 END AS x

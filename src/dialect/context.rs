@@ -130,9 +130,6 @@ pub struct MsgIdents {
     pub time: &'static str,
     pub countable: Option<String>,
     pub legacy: Option<String>,
-    /// The counter's own `countable` (a per-counter view's
-    /// [`crate::mapping::Messages::counter_scope`]): the messages a member's own count reads.
-    pub scope: Option<String>,
     /// `restricted` (issue 22): the messages only the readers `mem.readers` admits count.
     pub restricted: Option<String>,
     /// `recipient` (issue 22): the user key of the one reader an addressed message counts for.
@@ -371,7 +368,6 @@ impl SqlContext {
                 time: dialect.time_value(false),
                 countable: m.countable.clone(),
                 legacy: m.legacy_countable.clone(),
-                scope: m.counter_scope.clone(),
                 restricted: m.restricted.clone(),
                 recipient: m.recipient.clone(),
                 joins: Joins::new(

@@ -229,7 +229,6 @@ impl Mapping {
                     self.messages.legacy_countable.as_ref(),
                     c.countable.as_ref(),
                 );
-                view.messages.counter_scope = c.countable.clone();
                 view.counter = Counter {
                     countable: None,
                     ..c.clone()

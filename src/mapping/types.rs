@@ -61,12 +61,6 @@ pub struct Messages {
     pub countable: Option<String>,
     /// SQL predicate: what the legacy counter counted (default: every message).
     pub legacy_countable: Option<String>,
-    /// Not read from the file: in a per-counter view ([`Mapping::per_counter`]), that
-    /// counter's own `countable` (what it counts besides `countable`), which the audit's own
-    /// message count applies without `legacy_countable` (interface.md: that predicate classes
-    /// `excluded_counted` only). None elsewhere.
-    #[serde(skip)]
-    pub counter_scope: Option<String>,
     /// Issue 22, "Messages only some readers count": an SQL predicate over the messages row
     /// (`this`, `conv`): a restricted message (a staff-only whisper) counts only for the
     /// readers [`Messages::restricted_readers`] admits. Given with it; needs `[members]`.

@@ -83,7 +83,6 @@ mod privileges;
 mod provenance;
 mod read_flags;
 mod readers;
-mod readers_own;
 mod replicas;
 mod report_files;
 mod runner_lock;

@@ -3,24 +3,18 @@
     imports `m`, `rd`, `st`). -#}
 {# The thresholds (kind 0, carrying the row's facts) merged with every message row above
    each conversation's lowest threshold (kind 1, carrying its flags c, l, x). #}
-{# The own-message flag: `o` on a message row (every message); a mention row's `l` (the
-   reader's own message mentioning it, mention_macros.sql). #}
-{% set ownf = "l" if ctr.mentions else "o" %}
-{% set rflags = ["rc", "rl", "rx", "rk"] if ctr.mentions else ["rc", "rl", "rx", "ro"] %}
+{% set rflags = ["rc", "rl", "rx", "rk"] if ctr.mentions else ["rc", "rl", "rx"] %}
 tm_s1 AS (
   SELECT tm_t.conv AS conv, tm_t.t1 AS pos, 0 AS kind, tm_t.usr AS sender, 0 AS c, 0 AS l, 0 AS x,
-{%- if not ctr.mentions %} 0 AS o,{% endif %}
-
          tm_t.stored AS stored, tm_t.last_read_id AS last_read_id, tm_t.source AS source,
          tm_t.is_member AS is_member, tm_t.join_pos AS join_pos
 {{- rd.reader_cols(rmsg, "tm_t.adm", "tm_t.usr", rflags, ["tc", "tl", "tx", "ta", "tb"]) }}
   FROM tm_t
   UNION ALL
   SELECT tm_f.conv, tm_f.pos, 1, tm_f.sender, {{ rd.gen(rmsg, "tm_f", "c") }}, {{ rd.gen(rmsg, "tm_f", "l") }},
-{{- " " ~ rd.gen(rmsg, "tm_f", "x") }},
-{%- if not ctr.mentions %} {{ rd.gen(rmsg, "tm_f", "o") }},{% endif %} NULL, NULL, NULL, NULL, NULL
-{{- rd.message_cols(rmsg, "tm_f", ["c", "l", "x", "k"] if ctr.mentions else ["c", "l", "x", "o"],
-                    [["c", false], [ownf, true], ["x", false], ["l", "any"], ["l", false]]) }}
+{{- " " ~ rd.gen(rmsg, "tm_f", "x") }}, NULL, NULL, NULL, NULL, NULL
+{{- rd.message_cols(rmsg, "tm_f", ["c", "l", "x", "k"] if ctr.mentions else ["c", "l", "x"],
+                    [["c", false], ["l", true], ["x", false], ["l", "any"], ["l", false]]) }}
 {{ st.flagged(msg, ctr, int, range2) }}
   JOIN tm_lo ON tm_lo.tm_conv = tm_f.conv AND tm_f.pos > tm_lo.tm_min
 ),
@@ -31,7 +25,7 @@ tm_w1 AS (
          tm_s.is_member, tm_s.join_pos,
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv {{ win }}) AS a_all,
          SUM(tm_s.c) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS a_own,
-         SUM(tm_s.{{ ownf }}) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS o_own,
+         SUM(tm_s.l) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS l_own,
          SUM(tm_s.x) OVER (PARTITION BY tm_s.conv {{ win }}) AS x_all,
          SUM(tm_s.x) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS x_own
 {%- if msg.restricted %}, tm_s.adm,
@@ -43,8 +37,6 @@ tm_w1 AS (
          SUM(tm_s.rx) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rx_own
   {%- if ctr.mentions %},
          SUM(tm_s.rk) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS rk_own
-  {%- else %},
-         SUM(tm_s.ro) OVER (PARTITION BY tm_s.conv, tm_s.sender {{ win }}) AS ro_own
   {%- endif %}
 {%- endif %}
 {% if rmsg.recipient %},
@@ -76,7 +68,7 @@ tm_d AS {{ materialized }} (
                tm_w.last_read_id AS last_read_id, tm_w.source AS source, tm_w.is_member AS is_member,
                tm_w.join_pos AS join_pos,
                CASE WHEN tm_w.sender IS NULL THEN 0
-                    ELSE tm_w.o_own{{ rd.adjust(rmsg, "tm_w", "r" ~ ownf ~ "_own", none, "to_l") }} END AS own_after,
+                    ELSE tm_w.l_own{{ rd.adjust(rmsg, "tm_w", "rl_own", none, "to_l") }} END AS own_after,
                {{ excluded }} AS excluded_after
 {%- if msg.restricted %},
                tm_w.adm AS adm

@@ -22,10 +22,8 @@
 {% endif %}
 {% endmacro %}
 
-{#- Every row of the batch with its four flags (the classifying pass): `c` countable, `l`
-    legacy-countable, `x` legacy-countable but not countable, `o` in the counter's own scope
-    (`msg.scope`, its `countable`): a sender's own message whatever `legacy_countable` says
-    (interface.md: that predicate classes `excluded_counted` only). -#}
+{#- Every row of the batch with its three flags (the classifying pass): `c` countable, `l`
+    legacy-countable, `x` legacy-countable but not countable. -#}
 {% macro flagged(msg, ctr, int, rng) %}
 {% if ctr.mentions %}
   FROM ({{ mm.stream(m, msg, ctr, int, rng, false) }}) tm_f
@@ -40,7 +38,6 @@
 {% else %}
                0 AS x
 {% endif %}
-               , CASE WHEN {{ m.pred(msg.scope) }} THEN 1 ELSE 0 END AS o
                {{ rd.msg_cols(msg) }}
         FROM {{ m.own(msg.table, msg.joins, msg.conv, msg.sender) }}
         WHERE 1 = 1{{ m.range("this." ~ msg.conv, rng, msg.conv_k) }}) tm_f
