@@ -460,6 +460,15 @@ fn member_facts_of(
     let after_join = |pos: i64| join.is_none_or(|j| pos > j);
     let t = join.map_or(wm, |j| wm.max(j));
     let not_own = |m: &Msg| m.sender.as_deref() != Some(user.as_str());
+    // The member's own messages the legacy counter counted (semantics.md: `legacy_countable`
+    // says what it counted; "sender's own messages incremented" can only be messages it
+    // counted at all): under `Hidden::NotCounted` it never counted restricted or addressed ones.
+    let legacy_counted = |m: &Msg| match l.hidden {
+        Hidden::Counted => true,
+        Hidden::NotCounted => {
+            !l.readers.restricted.contains(&m.id) && !l.readers.recipient.contains_key(&m.id)
+        }
+    };
     let count = |f: &dyn Fn(&Msg) -> bool| {
         l.msgs
             .iter()
@@ -475,7 +484,7 @@ fn member_facts_of(
         stored,
         recomputed,
         orphan: !is_member,
-        own: count(&|m| m.id > t && !not_own(m)),
+        own: count(&|m| m.id > t && !not_own(m) && legacy_counted(m)),
         excluded: match l.hidden {
             Hidden::NotCounted => count(&|m| {
                 m.id > t
