@@ -29,6 +29,9 @@ use crate::common::bin::{run, Run};
 use crate::common::{csv, exec_all, on_every_backend, Backend, TestDb};
 use crate::scenario::{self, Scenario};
 
+/// A shard's whole server killed mid-run.
+mod server_death;
+
 /// Conversation id shift between scenarios (as the scenarios suite loads them together).
 const OFFSET: i64 = 1000;
 
