@@ -8,7 +8,8 @@
 //!   the scenarios expect; the combined report (with its leading `shard` column naming the
 //!   shard that holds each conversation) has the one database's rows, and those are exactly the
 //!   scenarios' expected rows; the summary adds the shards up.
-//! - A shard whose connection is killed mid-backfill (pg_terminate_backend, KILL): exit 3
+//! - A shard whose connection is killed mid-backfill (pg_terminate_backend, KILL; its whole
+//!   server: [`server_death`]): exit 3
 //!   naming it, the other shards' watermarks complete, the failed shard's a part of them; the
 //!   same command again finishes it, and the watermarks equal the one database's.
 //! - The contract gate across shards: closed while one shard's audit fails (nothing dropped on
@@ -315,6 +316,102 @@ fn admin_of(db: &TestDb) -> String {
     dsn.with_database(admin).unwrap().expose().to_string()
 }
 
+/// A slow backfill over several shards: batches of one conversation, a pause after each (the
+/// run lasts seconds); its first four arguments are the plain backfill.
+const SLOW_BACKFILL: [&str; 10] = [
+    "backfill",
+    "--mapping",
+    "m.toml",
+    "--quiet",
+    "--batch-size",
+    "1",
+    "--chunk-time",
+    "0s",
+    "--pause-between-batches",
+    "400ms",
+];
+
+/// The per_member scenarios loaded whole into `one` and split over two `shards` (scenario i on
+/// shard i mod 2), the mapping written to `d`, and `one` backfilled: (scenarios, one's
+/// watermarks).
+async fn load_split(
+    d: &Path,
+    one: &TestDb,
+    shards: &[TestDb],
+) -> (Vec<(Scenario, i64)>, Watermarks) {
+    let all = per_member_scenarios();
+    std::fs::write(d.join("m.toml"), all[0].0.mapping_toml()).unwrap();
+    let everything: Vec<usize> = (0..all.len()).collect();
+    load(one, d, &all, &everything).await;
+    for (k, db) in shards.iter().enumerate() {
+        let mine: Vec<usize> = everything.iter().copied().filter(|i| i % 2 == k).collect();
+        load(db, d, &all, &mine).await;
+    }
+    let single = [
+        "backfill",
+        "--database",
+        &one.url,
+        "--mapping",
+        "m.toml",
+        "--quiet",
+    ];
+    run(d, &single).expect_code(0);
+    let want = watermarks(one).await;
+    (all, want)
+}
+
+/// [`SLOW_BACKFILL`] over `shards`, started in `d`.
+fn spawn_slow_backfill(d: &Path, shards: &[TestDb]) -> std::process::Child {
+    crate::common::bin::command()
+        .args(with_databases(&SLOW_BACKFILL, shards))
+        .current_dir(d)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// How many watermarks of `wms` the backfill wrote (not the application's).
+fn backfilled(wms: &Watermarks) -> usize {
+    wms.values()
+        .filter(|(_, source)| source.as_deref() != Some("application"))
+        .count()
+}
+
+/// After a run that stopped on `shards[1]` with exit 3: the first shard holds its complete
+/// watermarks of `want`, the second a part; the plain backfill again finishes it and the shards
+/// equal `want`, the scenarios' expectations included.
+async fn the_rerun_finishes(
+    d: &Path,
+    shards: &[TestDb],
+    out: &Run,
+    all: &[(Scenario, i64)],
+    want: &Watermarks,
+) {
+    out.expect_code(3);
+    let name = &shards[1].name;
+    assert!(
+        out.stderr.contains(&format!("shard {name}: error")),
+        "{}",
+        out.stderr
+    );
+    let done = watermarks(&shards[0]).await;
+    assert!(!done.is_empty() && done.iter().all(|(k, v)| want.get(k) == Some(v)));
+    let part = watermarks(&shards[1]).await;
+    let part_done = part
+        .iter()
+        .filter(|(k, v)| want.get(*k) == Some(*v))
+        .count();
+    let victims_want = want.len() - done.len();
+    assert!(
+        part_done < victims_want,
+        "the stopped shard finished before it stopped ({part_done} of {victims_want})"
+    );
+    run(d, &with_databases(&SLOW_BACKFILL[..4], shards)).expect_code(0);
+    assert_eq!(&union(shards).await, want, "after the rerun");
+    expected_watermarks_in(all, want);
+}
+
 /// A shard killed mid-backfill (see the file's comment).
 async fn a_killed_shard_resumes(backend: Backend) {
     let Some(one) = databases(backend, "shards_kill_one", 1).await else {
@@ -325,59 +422,15 @@ async fn a_killed_shard_resumes(backend: Backend) {
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let all = per_member_scenarios();
-    std::fs::write(d.join("m.toml"), all[0].0.mapping_toml()).unwrap();
-    let everything: Vec<usize> = (0..all.len()).collect();
-    load(&one[0], d, &all, &everything).await;
-    for (k, db) in shards.iter().enumerate() {
-        let mine: Vec<usize> = everything.iter().copied().filter(|i| i % 2 == k).collect();
-        load(db, d, &all, &mine).await;
-    }
-    run(
-        d,
-        &[
-            "backfill",
-            "--database",
-            &one[0].url,
-            "--mapping",
-            "m.toml",
-            "--quiet",
-        ],
-    )
-    .expect_code(0);
-    let want = watermarks(&one[0]).await;
-    // Batches of one conversation, a pause after each: the run lasts seconds.
-    let args = [
-        "backfill",
-        "--mapping",
-        "m.toml",
-        "--quiet",
-        "--batch-size",
-        "1",
-        "--chunk-time",
-        "0s",
-        "--pause-between-batches",
-        "400ms",
-    ];
-    let mut cmd = crate::common::bin::command();
-    cmd.args(with_databases(&args, &shards)).current_dir(d);
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (all, want) = load_split(d, &one[0], &shards).await;
+    let child = spawn_slow_backfill(d, &shards);
     // Once the second shard has written a watermark of the backfill, kill its sessions.
     let victim = &shards[1];
     let mut admin = crate::common::connect(&admin_of(victim)).await;
     let mut killed = 0;
     for _ in 0..200 {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let written = watermarks(victim)
-            .await
-            .values()
-            .filter(|(_, source)| source.as_deref() != Some("application"))
-            .count();
-        if written > 0 {
+        if backfilled(&watermarks(victim).await) > 0 {
             killed = kill_sessions(backend, &mut admin, &victim.name).await;
             break;
         }
@@ -385,30 +438,7 @@ async fn a_killed_shard_resumes(backend: Backend) {
     let _ = admin.close().await;
     assert!(killed > 0, "no session of {} to kill", victim.name);
     let out: Run = child.wait_with_output().unwrap().into();
-    out.expect_code(3);
-    assert!(
-        out.stderr
-            .contains(&format!("shard {}: error", victim.name)),
-        "{}",
-        out.stderr
-    );
-    // The other shard finished; the killed one holds a part of its watermarks.
-    let done = watermarks(&shards[0]).await;
-    let part = watermarks(victim).await;
-    assert!(done.iter().all(|(k, v)| want.get(k) == Some(v)));
-    let part_done = part
-        .iter()
-        .filter(|(k, v)| want.get(*k) == Some(*v))
-        .count();
-    let victims_want = want.len() - done.len();
-    assert!(
-        part_done < victims_want,
-        "the killed shard finished before the kill ({part_done} of {victims_want})"
-    );
-    // The same command again finishes it.
-    run(d, &with_databases(&args[..4], &shards)).expect_code(0);
-    assert_eq!(union(&shards).await, want, "after the rerun");
-    expected_watermarks_in(&all, &want);
+    the_rerun_finishes(d, &shards, &out, &all, &want).await;
     for db in one.into_iter().chain(shards) {
         db.cleanup().await;
     }
